@@ -1,0 +1,150 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// maxAttempts bounds how often a command is decided again after losing a race that the
+// client did not cause (another writer moved the version it had not pinned with If-Match).
+const maxAttempts = 8
+
+// Deps are what every handler needs besides its store.
+type Deps struct {
+	Store Store
+	Now   Clock
+	NewID IDs
+}
+
+func (d Deps) now() time.Time { return d.Now().UTC().Truncate(time.Millisecond) }
+
+// checkIfMatch enforces a client's If-Match against the aggregate's current version.
+func checkIfMatch(m Meta, current int64) error {
+	if m.IfMatch != nil && *m.IfMatch != current {
+		return apperr.VersionMismatch(*m.IfMatch, current)
+	}
+	return nil
+}
+
+// retry runs decide-and-append again while it loses races on state the client did not pin.
+// A client that sent If-Match gets 412 on the next attempt, from checkIfMatch.
+func retry(ctx context.Context, attempt func() error) error {
+	var err error
+	for i := 0; i < maxAttempts; i++ {
+		err = attempt()
+		if !errors.Is(err, ErrVersionConflict) && !errors.Is(err, ErrMembershipConflict) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(time.Duration(i*i) * time.Millisecond)
+	}
+	return apperr.Unavailable(err, time.Second)
+}
+
+func (d Deps) envelope(m Meta, kind events.AggregateKind, key string, version int64, at time.Time,
+	changes map[string]events.Change, p events.Payload) events.Envelope {
+	return events.Envelope{
+		EventID:       d.NewID(),
+		Type:          p.EventType(),
+		SchemaVersion: events.SchemaVersion,
+		Kind:          kind,
+		Key:           key,
+		Version:       version,
+		Actor:         m.Actor,
+		CommandID:     m.CommandID,
+		CorrelationID: m.CorrelationID,
+		OccurredAt:    at,
+		Changes:       changes,
+		Payload:       p,
+	}
+}
+
+// recordNoop records an idempotent request that changed nothing, so that its key is taken.
+func (d Deps) recordNoop(ctx context.Context, t Tenant, m Meta, kind events.AggregateKind, key string, version int64) error {
+	if m.Idempotency == nil {
+		return nil
+	}
+	return d.Store.RecordNoop(ctx, t, *m.Idempotency, m.CommandID, kind, key, version)
+}
+
+// change adds an entry when a field's value differs; empty strings and maps are absent.
+func change(ch map[string]events.Change, field string, old, new any) {
+	if reflect.DeepEqual(normal(old), normal(new)) {
+		return
+	}
+	ch[field] = events.Change{Old: normal(old), New: normal(new)}
+}
+
+func normal(v any) any {
+	switch x := v.(type) {
+	case string:
+		if x == "" {
+			return nil
+		}
+	case map[string][]string:
+		if len(x) == 0 {
+			return nil
+		}
+	}
+	return v
+}
+
+// userChanges is the field-level change set between two user states; never a password.
+func userChanges(old, new events.User) map[string]events.Change {
+	ch := map[string]events.Change{}
+	change(ch, "email", old.Email, new.Email)
+	change(ch, "first_name", old.FirstName, new.FirstName)
+	change(ch, "last_name", old.LastName, new.LastName)
+	if old.IsActive != new.IsActive || old.Deleted != new.Deleted || new.Deleted {
+		change(ch, "is_active", activeOf(old), activeOf(new))
+	}
+	change(ch, "attributes", old.Attributes, new.Attributes)
+	return ch
+}
+
+func activeOf(u events.User) any {
+	if u.Username == "" || u.Deleted {
+		return nil
+	}
+	return u.IsActive
+}
+
+// groupChanges is the field-level change set between two group states.
+func groupChanges(old, new events.Group) map[string]events.Change {
+	ch := map[string]events.Change{}
+	change(ch, "name", old.Name, new.Name)
+	change(ch, "description", old.Description, new.Description)
+	change(ch, "attributes", old.Attributes, new.Attributes)
+	return ch
+}
+
+func cloneAttrs(a map[string][]string) map[string][]string {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(a))
+	for k, v := range a {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+func equalAttrs(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return maps.EqualFunc(a, b, func(x, y []string) bool { return slices.Equal(x, y) })
+}
+
+func passwordAAD(t Tenant, username string) string {
+	return "password:" + t.System + "/" + t.ID + "/" + username
+}

@@ -1,0 +1,87 @@
+package commands
+
+import (
+	"context"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// CreateGroup creates a group, or creates it again after a delete.
+type CreateGroup struct {
+	Name        string
+	Description string
+	Attributes  map[string][]string
+}
+
+// CreateGroupHandler decides CreateGroup.
+type CreateGroupHandler struct{ deps Deps }
+
+func NewCreateGroupHandler(d Deps) CreateGroupHandler { return CreateGroupHandler{deps: d} }
+
+func (c *CreateGroup) Validate() error {
+	var p problems
+	checkGroupName(&p, c.Name)
+	checkText(&p, "description", c.Description, maxDescription, true)
+	checkAttributes(&p, c.Attributes)
+	return p.err()
+}
+
+func (h CreateGroupHandler) Handle(ctx context.Context, t Tenant, cmd CreateGroup, m Meta) (events.Group, error) {
+	if err := cmd.Validate(); err != nil {
+		return events.Group{}, err
+	}
+	key := GroupKey(cmd.Name)
+	var created events.Group
+	err := retry(ctx, func() error {
+		agg, err := h.deps.Store.LoadGroup(ctx, t, key)
+		if err != nil {
+			return err
+		}
+		if agg.Live() {
+			return apperr.Conflict(apperr.CodeGroupExists, "a group with this name exists")
+		}
+		if agg.CleanupPending {
+			if err := finishGroupCleanup(ctx, h.deps.Store, t, agg); err != nil {
+				return err
+			}
+		}
+		now := h.deps.now()
+		created = events.Group{
+			ID: h.deps.NewID(), Key: key, Name: cmd.Name, Description: cmd.Description,
+			Attributes: cloneAttrs(cmd.Attributes), Version: agg.State.Version + 1,
+			CreatedAt: now, UpdatedAt: now, LastDeletedVersion: agg.State.LastDeletedVersion,
+		}
+		c := Change{
+			Event: h.deps.envelope(m, events.KindGroup, key, created.Version, now,
+				groupChanges(events.Group{}, created), &events.GroupCreated{Group: created}),
+			ExpectedVersion: agg.State.Version,
+			Group:           &GroupAggregate{Exists: true, State: created},
+			Idempotency:     m.Idempotency,
+			Actor:           m.Actor,
+		}
+		return h.deps.Store.Append(ctx, t, c)
+	})
+	return created, err
+}
+
+// finishGroupCleanup removes memberships a group delete left behind.
+func finishGroupCleanup(ctx context.Context, s Store, t Tenant, agg GroupAggregate) error {
+	ms, err := s.GroupMembers(ctx, t, agg.State.Key)
+	if err != nil {
+		return err
+	}
+	return s.RemoveMembersAfter(ctx, t, events.KindGroup, agg.State.Key, agg.State.Version, ms)
+}
+
+// loadLiveGroup loads a group that must exist and not be deleted, by name in any case.
+func loadLiveGroup(ctx context.Context, s Store, t Tenant, name string) (GroupAggregate, error) {
+	agg, err := s.LoadGroup(ctx, t, GroupKey(name))
+	if err != nil {
+		return agg, err
+	}
+	if !agg.Live() {
+		return agg, apperr.NotFound("group")
+	}
+	return agg, nil
+}

@@ -1,0 +1,239 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+)
+
+// KeycloakSettings are a tenant's Keycloak realm and client credentials.
+type KeycloakSettings struct {
+	URL          string
+	Realm        string
+	ClientID     string
+	ClientSecret string
+	OnDelete     string
+}
+
+// TenantRecord is a tenant as the write side stores it; the secret is encrypted.
+type TenantRecord struct {
+	System          string
+	ID              string
+	Status          string
+	Keycloak        *KeycloakSettings
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	RowVersion      int64
+	SecretEncrypted bool
+}
+
+// TenantStore keeps tenant rows and their tables.
+type TenantStore interface {
+	// GetTenant returns apperr not_found when there is none.
+	GetTenant(ctx context.Context, system, tenant string) (TenantRecord, error)
+	// PutTenant writes a row conditioned on the row version it was read at (0: absent);
+	// it returns ErrVersionConflict when it lost a race.
+	PutTenant(ctx context.Context, t TenantRecord, expectedRowVersion int64) error
+	// EnsureTables creates the tenant's tables if missing and waits until they are ready.
+	EnsureTables(ctx context.Context, system, tenant string) error
+}
+
+// SecretBox encrypts and decrypts secrets bound to a context string.
+type SecretBox interface {
+	Encrypter
+	Decrypt(ctx context.Context, ciphertext string, aad string) ([]byte, error)
+}
+
+// ProvisionTenant provisions a tenant: its row and its tables.
+type ProvisionTenant struct {
+	System   string
+	Tenant   string
+	Keycloak *KeycloakSettings
+}
+
+// ProvisionTenantHandler decides ProvisionTenant.
+type ProvisionTenantHandler struct {
+	store   TenantStore
+	secrets SecretBox
+	now     Clock
+}
+
+func NewProvisionTenantHandler(s TenantStore, secrets SecretBox, now Clock) ProvisionTenantHandler {
+	return ProvisionTenantHandler{store: s, secrets: secrets, now: now}
+}
+
+// Status values of a tenant.
+const (
+	TenantProvisioning = "provisioning"
+	TenantActive       = "active"
+)
+
+// Handle provisions the tenant; created is false when it already existed with the same
+// settings (an interrupted provisioning is finished either way).
+func (h ProvisionTenantHandler) Handle(ctx context.Context, cmd ProvisionTenant) (rec TenantRecord, created bool, err error) {
+	var p problems
+	if !ValidID(cmd.System) {
+		p.add("system", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
+	}
+	if !ValidID(cmd.Tenant) {
+		p.add("tenant_id", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
+	}
+	if cmd.Keycloak != nil {
+		checkKeycloak(&p, cmd.Keycloak)
+	}
+	if err := p.err(); err != nil {
+		return rec, false, err
+	}
+	existing, err := h.store.GetTenant(ctx, cmd.System, cmd.Tenant)
+	switch {
+	case err == nil:
+		same, err := sameKeycloak(ctx, h.secrets, existing, cmd.Keycloak)
+		if err != nil {
+			return rec, false, err
+		}
+		if !same {
+			return rec, false, apperr.Conflict(apperr.CodeTenantExists, "the tenant exists with other settings")
+		}
+		if existing.Status != TenantActive {
+			return h.finish(ctx, existing, false)
+		}
+		return existing, false, nil
+	case apperr.KindOf(err) != apperr.KindNotFound:
+		return rec, false, err
+	}
+	now := h.now().UTC().Truncate(time.Millisecond)
+	rec = TenantRecord{System: cmd.System, ID: cmd.Tenant, Status: TenantProvisioning, CreatedAt: now, UpdatedAt: now}
+	if cmd.Keycloak != nil {
+		if rec.Keycloak, err = sealKeycloak(ctx, h.secrets, rec, *cmd.Keycloak); err != nil {
+			return rec, false, err
+		}
+	}
+	if err := h.store.PutTenant(ctx, rec, 0); err != nil {
+		if errors.Is(err, ErrVersionConflict) {
+			// Provisioned concurrently: decide again against what is there now.
+			return h.Handle(ctx, cmd)
+		}
+		return rec, false, err
+	}
+	rec.RowVersion = 1
+	return h.finish(ctx, rec, true)
+}
+
+func (h ProvisionTenantHandler) finish(ctx context.Context, rec TenantRecord, created bool) (TenantRecord, bool, error) {
+	if err := h.store.EnsureTables(ctx, rec.System, rec.ID); err != nil {
+		return rec, false, err
+	}
+	rec.Status = TenantActive
+	rec.UpdatedAt = h.now().UTC().Truncate(time.Millisecond)
+	if err := h.store.PutTenant(ctx, rec, rec.RowVersion); err != nil && !errors.Is(err, ErrVersionConflict) {
+		return rec, false, err
+	}
+	rec.RowVersion++
+	return rec, created, nil
+}
+
+// UpdateKeycloak replaces a tenant's Keycloak settings.
+type UpdateKeycloak struct {
+	System   string
+	Tenant   string
+	Keycloak KeycloakSettings
+}
+
+// UpdateKeycloakHandler decides UpdateKeycloak.
+type UpdateKeycloakHandler struct {
+	store   TenantStore
+	secrets SecretBox
+	now     Clock
+}
+
+func NewUpdateKeycloakHandler(s TenantStore, secrets SecretBox, now Clock) UpdateKeycloakHandler {
+	return UpdateKeycloakHandler{store: s, secrets: secrets, now: now}
+}
+
+func (h UpdateKeycloakHandler) Handle(ctx context.Context, cmd UpdateKeycloak) (TenantRecord, error) {
+	var p problems
+	checkKeycloak(&p, &cmd.Keycloak)
+	if err := p.err(); err != nil {
+		return TenantRecord{}, err
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		rec, err := h.store.GetTenant(ctx, cmd.System, cmd.Tenant)
+		if err != nil {
+			return rec, err
+		}
+		if rec.Keycloak, err = sealKeycloak(ctx, h.secrets, rec, cmd.Keycloak); err != nil {
+			return rec, err
+		}
+		rec.UpdatedAt = h.now().UTC().Truncate(time.Millisecond)
+		err = h.store.PutTenant(ctx, rec, rec.RowVersion)
+		if errors.Is(err, ErrVersionConflict) {
+			continue
+		}
+		if err != nil {
+			return rec, err
+		}
+		rec.RowVersion++
+		return rec, nil
+	}
+	return TenantRecord{}, apperr.Unavailable(ErrVersionConflict, time.Second)
+}
+
+func checkKeycloak(p *problems, k *KeycloakSettings) {
+	k.URL = strings.TrimRight(strings.TrimSpace(k.URL), "/")
+	u, err := url.Parse(k.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || len(k.URL) > 2048 {
+		p.add("keycloak.url", "must be an absolute http(s) URL without query, fragment or credentials")
+	}
+	checkToken(p, "keycloak.realm", k.Realm)
+	checkToken(p, "keycloak.client_id", k.ClientID)
+	if k.ClientSecret == "" || len(k.ClientSecret) > 1024 {
+		p.add("keycloak.client_secret", "must be 1–1024 characters")
+	}
+	switch k.OnDelete {
+	case "":
+		k.OnDelete = "delete"
+	case "delete", "disable":
+	default:
+		p.add("keycloak.on_delete", "must be delete or disable")
+	}
+}
+
+func checkToken(p *problems, field, v string) {
+	if v == "" || len(v) > 255 || strings.ContainsAny(v, "/?#") {
+		p.add(field, "must be 1–255 characters without '/', '?' or '#'")
+		return
+	}
+	checkText(p, field, v, 255, false)
+}
+
+func secretAAD(system, tenant string) string { return "client_secret:" + system + "/" + tenant }
+
+// sealKeycloak is the settings with the secret encrypted for storage.
+func sealKeycloak(ctx context.Context, box SecretBox, rec TenantRecord, k KeycloakSettings) (*KeycloakSettings, error) {
+	ct, err := box.Encrypt(ctx, []byte(k.ClientSecret), secretAAD(rec.System, rec.ID))
+	if err != nil {
+		return nil, apperr.Internal(err)
+	}
+	k.ClientSecret = ct
+	return &k, nil
+}
+
+// sameKeycloak compares stored settings (secret encrypted) with requested ones (in clear).
+func sameKeycloak(ctx context.Context, box SecretBox, rec TenantRecord, want *KeycloakSettings) (bool, error) {
+	have := rec.Keycloak
+	if have == nil || want == nil {
+		return have == nil && want == nil, nil
+	}
+	if have.URL != want.URL || have.Realm != want.Realm || have.ClientID != want.ClientID || have.OnDelete != want.OnDelete {
+		return false, nil
+	}
+	secret, err := box.Decrypt(ctx, have.ClientSecret, secretAAD(rec.System, rec.ID))
+	if err != nil {
+		return false, apperr.Internal(err)
+	}
+	return string(secret) == want.ClientSecret, nil
+}

@@ -1,0 +1,75 @@
+package commands
+
+import (
+	"context"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// RemoveMember takes a user out of a group: a command on the group. A user not in the
+// group records nothing.
+type RemoveMember struct {
+	Group    string
+	Username string
+}
+
+// RemoveMemberHandler decides RemoveMember.
+type RemoveMemberHandler struct{ deps Deps }
+
+func NewRemoveMemberHandler(d Deps) RemoveMemberHandler { return RemoveMemberHandler{deps: d} }
+
+// Handle returns the group's version after the command.
+func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMember, m Meta) (int64, error) {
+	username, ok := NormalizeUsername(cmd.Username)
+	if !ok {
+		return 0, apperr.NotFound("user")
+	}
+	var version int64
+	err := retry(ctx, func() error {
+		g, err := loadLiveGroup(ctx, h.deps.Store, t, cmd.Group)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(m, g.State.Version); err != nil {
+			return err
+		}
+		member, err := h.deps.Store.IsMember(ctx, t, g.State.Key, username)
+		if err != nil {
+			return err
+		}
+		if !member {
+			// Removing a non-member is a no-op, but an unknown user is still a 404.
+			u, err := h.deps.Store.LoadUser(ctx, t, username)
+			if err != nil {
+				return err
+			}
+			if !u.Live() {
+				return apperr.NotFound("user")
+			}
+			version = g.State.Version
+			return h.deps.recordNoop(ctx, t, m, events.KindGroup, g.State.Key, g.State.Version)
+		}
+		u, err := h.deps.Store.LoadUser(ctx, t, username)
+		if err != nil {
+			return err
+		}
+		now := h.deps.now()
+		next := g.State
+		next.Version, next.UpdatedAt = g.State.Version+1, now
+		c := Change{
+			Event: h.deps.envelope(m, events.KindGroup, next.Key, next.Version, now,
+				map[string]events.Change{"member": {Old: username, New: nil}},
+				&events.GroupMemberRemoved{Group: next, Username: username, UserID: u.State.ID}),
+			ExpectedVersion: g.State.Version,
+			Group:           &GroupAggregate{Exists: true, State: next},
+			RemoveMembers:   []Membership{{GroupKey: next.Key, Username: username, UserID: u.State.ID}},
+			RequireMembers:  true,
+			Idempotency:     m.Idempotency,
+			Actor:           m.Actor,
+		}
+		version = next.Version
+		return h.deps.Store.Append(ctx, t, c)
+	})
+	return version, err
+}

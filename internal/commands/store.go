@@ -1,0 +1,151 @@
+// Package commands holds ssodir's write-side rules: one file per command, each with its own
+// handler that loads the aggregate, checks the invariants, and hands the resulting event and
+// state to the Store, which appends them atomically with the expected version.
+package commands
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// Tenant names the tenant a command is for.
+type Tenant struct {
+	System string
+	ID     string
+}
+
+// Idempotency is a client's Idempotency-Key for one request, already scoped to the tenant
+// and the caller, with what the response to a first execution is.
+type Idempotency struct {
+	Key         string
+	RequestHash string
+	Status      int
+	Location    string
+}
+
+// Meta is who sent a command, and how.
+type Meta struct {
+	Actor         string
+	CommandID     string
+	CorrelationID string
+	// IfMatch is the version the client insists on; nil when it sent none.
+	IfMatch     *int64
+	Idempotency *Idempotency
+}
+
+// UserAggregate is a user as the write side knows it.
+type UserAggregate struct {
+	// Exists is false when the username was never used.
+	Exists             bool
+	State              events.User
+	PasswordCiphertext string
+	CleanupPending     bool
+}
+
+// Live reports whether the user exists and is not deleted.
+func (a UserAggregate) Live() bool { return a.Exists && !a.State.Deleted }
+
+// GroupAggregate is a group as the write side knows it.
+type GroupAggregate struct {
+	Exists         bool
+	State          events.Group
+	CleanupPending bool
+}
+
+// Live reports whether the group exists and is not deleted.
+func (a GroupAggregate) Live() bool { return a.Exists && !a.State.Deleted }
+
+// Membership is one user in one group.
+type Membership struct {
+	GroupKey string
+	Username string
+	UserID   string
+}
+
+// Change is everything one accepted command writes, in one transaction.
+type Change struct {
+	Event events.Envelope
+	// ExpectedVersion is the aggregate's version the change was decided on (0: absent).
+	ExpectedVersion int64
+	// User or Group is the new config state; exactly one is set.
+	User  *UserAggregate
+	Group *GroupAggregate
+	// ClaimEmail takes an email's uniqueness guard; ReleaseEmail gives one back.
+	ClaimEmail   string
+	ReleaseEmail string
+	// AddMember writes a membership; the user must be live and its membership revision
+	// still ExpectedMembershipRev (the new revision is ExpectedMembershipRev+1).
+	AddMember *Membership
+	// RemoveMembers deletes memberships (with their pointers) within the transaction;
+	// with RequireMembers each must still exist, else the change conflicts.
+	RemoveMembers  []Membership
+	RequireMembers bool
+	// ExpectedMembershipRev guards AddMember and user deletes against concurrent joins.
+	ExpectedMembershipRev *int64
+	// Idempotency is recorded with the change, so a retried request finds it.
+	Idempotency *Idempotency
+	Actor       string
+}
+
+// Store is the write model the handlers need.
+type Store interface {
+	LoadUser(ctx context.Context, t Tenant, username string) (UserAggregate, error)
+	LoadGroup(ctx context.Context, t Tenant, key string) (GroupAggregate, error)
+	// UserMemberships is the user's membership revision and group keys.
+	UserMemberships(ctx context.Context, t Tenant, username string) (rev int64, groups []string, err error)
+	// GroupMembers are the usernames of a group's members.
+	GroupMembers(ctx context.Context, t Tenant, key string) ([]Membership, error)
+	IsMember(ctx context.Context, t Tenant, groupKey, username string) (bool, error)
+	// MaxMembersPerChange is how many memberships one Change can remove.
+	MaxMembersPerChange() int
+	Append(ctx context.Context, t Tenant, c Change) error
+	// RemoveMembersAfter deletes memberships left over by a delete, outside its
+	// transaction, then clears the aggregate's cleanup mark at the given version.
+	RemoveMembersAfter(ctx context.Context, t Tenant, kind events.AggregateKind, key string, version int64, ms []Membership) error
+	// RecordNoop records an idempotent request that changed nothing.
+	RecordNoop(ctx context.Context, t Tenant, idem Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error
+}
+
+// Conflicts an Append can report; the handlers turn them into client errors or retries.
+var (
+	// ErrVersionConflict: the aggregate's version is no longer the expected one.
+	ErrVersionConflict = errors.New("aggregate changed concurrently")
+	// ErrEmailTaken: the email guard belongs to another user.
+	ErrEmailTaken = errors.New("email taken")
+	// ErrUserGone: a membership's user is not live any more.
+	ErrUserGone = errors.New("user deleted concurrently")
+	// ErrMembershipConflict: the user's membership revision moved.
+	ErrMembershipConflict = errors.New("memberships changed concurrently")
+)
+
+// ReplayError reports that an Idempotency-Key was already used for this very request: the
+// caller answers with the recorded response instead.
+type ReplayError struct{ Record IdempotencyRecord }
+
+func (e *ReplayError) Error() string { return "idempotent replay" }
+
+// IdempotencyRecord is what a first execution recorded under a key.
+type IdempotencyRecord struct {
+	RequestHash string
+	Status      int
+	Location    string
+	Kind        events.AggregateKind
+	Key         string
+	Version     int64
+	CommandID   string
+	CreatedAt   time.Time
+}
+
+// Encrypter encrypts secrets bound to a context string.
+type Encrypter interface {
+	Encrypt(ctx context.Context, plaintext []byte, aad string) (string, error)
+}
+
+// Clock tells the time; tests fix it.
+type Clock func() time.Time
+
+// IDs makes new unique ids (event ids, aggregate ids).
+type IDs func() string

@@ -1,0 +1,201 @@
+// Package config reads ssodir's configuration from the environment, once, into typed
+// structs. Every problem is reported together (errors.Join), and nothing else in the
+// code base reads the environment.
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Env looks a variable up; os.LookupEnv in production, a map in tests.
+type Env func(name string) (string, bool)
+
+// OS is the process environment.
+func OS() Env { return os.LookupEnv }
+
+// Map is an environment made of a map, for tests.
+func Map(m map[string]string) Env {
+	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
+}
+
+// Common is what every ssodir process needs.
+type Common struct {
+	TablePrefix string
+	LogLevel    zapcore.Level
+	// SecretKey is the local AES-256 key (SSO_SECRET_KEY), or nil when KMSKeyID is used.
+	SecretKey []byte
+	KMSKeyID  string
+	// DynamoEndpoint and StreamsEndpoint are the SDK's standard endpoint overrides,
+	// read here so that local endpoints can be recognised (DYNAMODB-LOCAL.md, trap 3).
+	DynamoEndpoint  string
+	StreamsEndpoint string
+}
+
+// HTTP is what a process serving the API needs.
+type HTTP struct {
+	Addr           string
+	BootstrapToken string
+	OIDCIssuer     string
+	OIDCAudience   string
+	CORSOrigins    []string
+}
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// reader collects problems while reading variables.
+type reader struct {
+	env  Env
+	errs []error
+}
+
+func (r *reader) str(name, def string) string {
+	if v, ok := r.env(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) fail(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf(format, args...))
+}
+
+func (r *reader) duration(name string, def time.Duration) time.Duration {
+	v := r.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		r.fail("%s: %q is not a non-negative Go duration", name, v)
+		return def
+	}
+	return d
+}
+
+func (r *reader) addr(name, def string) string {
+	v := r.str(name, def)
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		r.fail("%s: %q is not host:port", name, v)
+	}
+	return v
+}
+
+func (r *reader) err() error { return errors.Join(r.errs...) }
+
+func (r *reader) common(needKey bool) Common {
+	c := Common{TablePrefix: r.str("SSO_TABLE_PREFIX", "mbcsso_dev")}
+	if !prefixRE.MatchString(c.TablePrefix) {
+		r.fail("SSO_TABLE_PREFIX: %q may hold only letters, digits, '_', '.', '-'", c.TablePrefix)
+	}
+	lvl, err := zapcore.ParseLevel(r.str("SSO_LOG_LEVEL", "info"))
+	if err != nil {
+		r.fail("SSO_LOG_LEVEL: unknown level %q", r.str("SSO_LOG_LEVEL", ""))
+	}
+	c.LogLevel = lvl
+	c.KMSKeyID = r.str("SSO_KMS_KEY_ID", "")
+	c.DynamoEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB", "")
+	c.StreamsEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", c.DynamoEndpoint)
+	if k := r.str("SSO_SECRET_KEY", ""); k != "" {
+		key, err := base64.StdEncoding.DecodeString(k)
+		if err != nil || len(key) != 32 {
+			r.fail("SSO_SECRET_KEY: must be 32 bytes, base64-encoded")
+		}
+		c.SecretKey = key
+	}
+	if needKey && c.SecretKey == nil && c.KMSKeyID == "" {
+		r.fail("SSO_SECRET_KEY or SSO_KMS_KEY_ID is required")
+	}
+	return c
+}
+
+func (r *reader) http(addrVar, defAddr string) HTTP {
+	h := HTTP{
+		Addr:           r.addr(addrVar, defAddr),
+		BootstrapToken: r.str("SSO_BOOTSTRAP_TOKEN", ""),
+		OIDCIssuer:     strings.TrimRight(r.str("SSO_OIDC_ISSUER", ""), "/"),
+		OIDCAudience:   r.str("SSO_OIDC_AUDIENCE", ""),
+	}
+	if h.OIDCIssuer != "" && h.OIDCAudience == "" {
+		r.fail("SSO_OIDC_AUDIENCE is required with SSO_OIDC_ISSUER")
+	}
+	if h.BootstrapToken == "" && h.OIDCIssuer == "" {
+		r.fail("set SSO_OIDC_ISSUER (and SSO_OIDC_AUDIENCE) or SSO_BOOTSTRAP_TOKEN: no request could be authenticated")
+	}
+	if o := r.str("SSO_CORS_ORIGINS", ""); o != "" {
+		for _, origin := range strings.Split(o, ",") {
+			if origin = strings.TrimSpace(origin); origin != "" {
+				h.CORSOrigins = append(h.CORSOrigins, origin)
+			}
+		}
+	}
+	return h
+}
+
+// CommandAPI is cmd/command-api's configuration.
+type CommandAPI struct {
+	Common
+	HTTP
+	HistoryRetention time.Duration
+}
+
+// LoadCommandAPI reads CommandAPI from env.
+func LoadCommandAPI(env Env) (CommandAPI, error) {
+	r := &reader{env: env}
+	c := CommandAPI{Common: r.common(true), HTTP: r.http("SSO_COMMAND_ADDR", "127.0.0.1:8080")}
+	c.HistoryRetention = r.duration("SSO_HISTORY_RETENTION", 0)
+	return c, r.err()
+}
+
+// QueryAPI is cmd/query-api's configuration. The secret key signs pagination cursors.
+type QueryAPI struct {
+	Common
+	HTTP
+}
+
+// LoadQueryAPI reads QueryAPI from env.
+func LoadQueryAPI(env Env) (QueryAPI, error) {
+	r := &reader{env: env}
+	c := QueryAPI{Common: r.common(true), HTTP: r.http("SSO_QUERY_ADDR", "127.0.0.1:8081")}
+	return c, r.err()
+}
+
+// Projector is cmd/projector's configuration.
+type Projector struct {
+	Common
+	Addr              string
+	ActivityRetention time.Duration
+}
+
+// LoadProjector reads Projector from env.
+func LoadProjector(env Env) (Projector, error) {
+	r := &reader{env: env}
+	c := Projector{Common: r.common(false), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082")}
+	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
+	return c, r.err()
+}
+
+// KeycloakSync is cmd/keycloak-sync's configuration.
+type KeycloakSync struct {
+	Common
+	Addr              string
+	ReconcileInterval time.Duration
+	MaxDeleteShare    float64
+}
+
+// LoadKeycloakSync reads KeycloakSync from env.
+func LoadKeycloakSync(env Env) (KeycloakSync, error) {
+	r := &reader{env: env}
+	c := KeycloakSync{Common: r.common(true), Addr: r.addr("SSO_KEYCLOAK_SYNC_ADDR", "127.0.0.1:8083")}
+	c.ReconcileInterval = r.duration("SSO_RECONCILE_INTERVAL", 15*time.Minute)
+	c.MaxDeleteShare = 0.2
+	return c, r.err()
+}

@@ -1,0 +1,71 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+)
+
+// Clients are the SDK clients of one process.
+type Clients struct {
+	DB      *dynamodb.Client
+	Streams *dynamodbstreams.Client
+	AWS     aws.Config
+}
+
+// NewClients builds clients from the SDK's standard configuration (region, credential
+// chain), with the endpoint overrides given (empty: AWS).
+func NewClients(ctx context.Context, dynamoEndpoint, streamsEndpoint string) (*Clients, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if dynamoEndpoint != "" {
+			o.BaseEndpoint = aws.String(dynamoEndpoint)
+		}
+		// DynamoDB Local sends no CRC32 header on errors; validating it there only drops
+		// connections. Against AWS the check stays on.
+		o.DisableValidateResponseChecksum = isLoopback(dynamoEndpoint)
+	})
+	st := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) {
+		if streamsEndpoint != "" {
+			o.BaseEndpoint = aws.String(streamsEndpoint)
+		}
+	})
+	return &Clients{DB: db, Streams: st, AWS: cfg}, nil
+}
+
+func isLoopback(endpoint string) bool {
+	if endpoint == "" {
+		return false
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Ping checks that DynamoDB answers (for /readyz).
+func Ping(ctx context.Context, db *dynamodb.Client, table string) error {
+	_, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", table, translate(err))
+	}
+	return nil
+}

@@ -1,0 +1,469 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+var _ commands.Store = (*CommandStore)(nil)
+
+// maxTransactItems is DynamoDB's limit of items in one TransactWriteItems.
+const maxTransactItems = 100
+
+// fixedItems is the most items a change writes besides its membership removals: config,
+// history, email guard, membership revision check and idempotency record.
+const fixedItems = 5
+
+// idempotencyWindow is how long an Idempotency-Key is remembered (API.md: 24 h).
+const idempotencyWindow = 24 * time.Hour
+
+// CommandStore is the write model of every tenant (docs/storage.md).
+type CommandStore struct {
+	db               *dynamodb.Client
+	names            Names
+	registry         *events.Registry
+	historyRetention time.Duration
+	now              func() time.Time
+}
+
+// NewCommandStore is the write model; historyRetention > 0 sets `ttl` on history records.
+func NewCommandStore(db *dynamodb.Client, names Names, reg *events.Registry, historyRetention time.Duration) *CommandStore {
+	return &CommandStore{db: db, names: names, registry: reg, historyRetention: historyRetention, now: time.Now}
+}
+
+type userItem struct {
+	ID                   string              `dynamodbav:"id"`
+	SK                   string              `dynamodbav:"sk"`
+	Type                 string              `dynamodbav:"type"`
+	UserID               string              `dynamodbav:"user_id,omitempty"`
+	Username             string              `dynamodbav:"username"`
+	Email                string              `dynamodbav:"email,omitempty"`
+	FirstName            string              `dynamodbav:"first_name,omitempty"`
+	LastName             string              `dynamodbav:"last_name,omitempty"`
+	IsActive             bool                `dynamodbav:"is_active"`
+	Attributes           map[string][]string `dynamodbav:"attributes,omitempty"`
+	Password             string              `dynamodbav:"password,omitempty"`
+	Version              int64               `dynamodbav:"version"`
+	CreatedAt            string              `dynamodbav:"created_at"`
+	UpdatedAt            string              `dynamodbav:"updated_at"`
+	Deleted              bool                `dynamodbav:"deleted"`
+	DeletedMembershipRev int64               `dynamodbav:"deleted_membership_rev"`
+	CleanupPending       bool                `dynamodbav:"cleanup_pending,omitempty"`
+	SSOType              string              `dynamodbav:"sso_type"`
+}
+
+type groupItem struct {
+	ID                 string              `dynamodbav:"id"`
+	SK                 string              `dynamodbav:"sk"`
+	Type               string              `dynamodbav:"type"`
+	GroupID            string              `dynamodbav:"group_id,omitempty"`
+	Key                string              `dynamodbav:"key"`
+	Name               string              `dynamodbav:"name"`
+	Description        string              `dynamodbav:"description,omitempty"`
+	Attributes         map[string][]string `dynamodbav:"attributes,omitempty"`
+	Version            int64               `dynamodbav:"version"`
+	CreatedAt          string              `dynamodbav:"created_at"`
+	UpdatedAt          string              `dynamodbav:"updated_at"`
+	Deleted            bool                `dynamodbav:"deleted"`
+	LastDeletedVersion int64               `dynamodbav:"last_deleted_version"`
+	CleanupPending     bool                `dynamodbav:"cleanup_pending,omitempty"`
+	SSOType            string              `dynamodbav:"sso_type"`
+}
+
+func (s *CommandStore) table(t commands.Tenant) string { return s.names.Commands(t.System, t.ID) }
+
+// notFoundTenant maps a missing table to an unknown tenant.
+func notFoundTenant(err error) error {
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return apperr.NotFound("tenant")
+	}
+	return translate(err)
+}
+
+func (s *CommandStore) get(ctx context.Context, table, id, sk string) (map[string]types.AttributeValue, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{"id": str(id), "sk": str(sk)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", id, sk, notFoundTenant(err))
+	}
+	return out.Item, nil
+}
+
+// LoadUser reads a user's config item.
+func (s *CommandStore) LoadUser(ctx context.Context, t commands.Tenant, username string) (commands.UserAggregate, error) {
+	item, err := s.get(ctx, s.table(t), UserID(username), SKConfig)
+	if err != nil || item == nil {
+		return commands.UserAggregate{}, err
+	}
+	var it userItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return commands.UserAggregate{}, fmt.Errorf("decode user %s: %w", username, err)
+	}
+	created, _ := ParseTime(it.CreatedAt)
+	updated, _ := ParseTime(it.UpdatedAt)
+	return commands.UserAggregate{
+		Exists: true,
+		State: events.User{
+			ID: it.UserID, Username: it.Username, Email: it.Email, FirstName: it.FirstName, LastName: it.LastName,
+			IsActive: it.IsActive, Attributes: it.Attributes, Version: it.Version, CreatedAt: created, UpdatedAt: updated,
+			Deleted: it.Deleted, DeletedMembershipRev: it.DeletedMembershipRev,
+		},
+		PasswordCiphertext: it.Password,
+		CleanupPending:     it.CleanupPending,
+	}, nil
+}
+
+// LoadGroup reads a group's config item.
+func (s *CommandStore) LoadGroup(ctx context.Context, t commands.Tenant, key string) (commands.GroupAggregate, error) {
+	item, err := s.get(ctx, s.table(t), GroupID(key), SKConfig)
+	if err != nil || item == nil {
+		return commands.GroupAggregate{}, err
+	}
+	var it groupItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return commands.GroupAggregate{}, fmt.Errorf("decode group %s: %w", key, err)
+	}
+	created, _ := ParseTime(it.CreatedAt)
+	updated, _ := ParseTime(it.UpdatedAt)
+	return commands.GroupAggregate{
+		Exists: true,
+		State: events.Group{
+			ID: it.GroupID, Key: it.Key, Name: it.Name, Description: it.Description, Attributes: it.Attributes,
+			Version: it.Version, CreatedAt: created, UpdatedAt: updated, Deleted: it.Deleted,
+			LastDeletedVersion: it.LastDeletedVersion,
+		},
+		CleanupPending: it.CleanupPending,
+	}, nil
+}
+
+// queryKeys pages through a partition's sort keys that begin with prefix (consistently).
+func (s *CommandStore) queryKeys(ctx context.Context, table, id, prefix string, fn func(map[string]types.AttributeValue)) error {
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		KeyConditionExpression:    aws.String("id = :id AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(id), ":p": str(prefix)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("query %s %s*: %w", id, prefix, notFoundTenant(err))
+		}
+		for _, it := range page.Items {
+			fn(it)
+		}
+	}
+	return nil
+}
+
+// UserMemberships is the user's membership revision and the keys of its groups.
+func (s *CommandStore) UserMemberships(ctx context.Context, t commands.Tenant, username string) (int64, []string, error) {
+	item, err := s.get(ctx, s.table(t), UserID(username), SKMemberships)
+	if err != nil {
+		return 0, nil, err
+	}
+	var rev int64
+	if item != nil {
+		if rev, err = getN(item, "rev"); err != nil {
+			return 0, nil, err
+		}
+	}
+	var groups []string
+	err = s.queryKeys(ctx, s.table(t), UserID(username), skGroupPtr, func(it map[string]types.AttributeValue) {
+		groups = append(groups, getS(it, "sk")[len(skGroupPtr):])
+	})
+	return rev, groups, err
+}
+
+// GroupMembers are the memberships of a group.
+func (s *CommandStore) GroupMembers(ctx context.Context, t commands.Tenant, key string) ([]commands.Membership, error) {
+	var ms []commands.Membership
+	err := s.queryKeys(ctx, s.table(t), GroupID(key), skMember, func(it map[string]types.AttributeValue) {
+		ms = append(ms, commands.Membership{GroupKey: key, Username: getS(it, "sk")[len(skMember):], UserID: getS(it, "user_id")})
+	})
+	return ms, err
+}
+
+// IsMember reports whether the user is in the group.
+func (s *CommandStore) IsMember(ctx context.Context, t commands.Tenant, groupKey, username string) (bool, error) {
+	item, err := s.get(ctx, s.table(t), GroupID(groupKey), MemberSK(username))
+	return item != nil, err
+}
+
+// MaxMembersPerChange is how many memberships (two items each) fit beside the fixed items.
+func (s *CommandStore) MaxMembersPerChange() int { return (maxTransactItems - fixedItems) / 2 }
+
+// role is what a transaction item guards, to explain a cancellation.
+type role int
+
+const (
+	roleNone role = iota
+	roleVersion
+	roleEmail
+	roleUserLive
+	roleMembership
+	roleIdempotency
+)
+
+// Append writes a change in one TransactWriteItems.
+func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands.Change) error {
+	table := s.table(t)
+	now := s.now()
+	var (
+		items []types.TransactWriteItem
+		roles []role
+	)
+	add := func(r role, it types.TransactWriteItem) { items = append(items, it); roles = append(roles, r) }
+
+	config, err := s.configItem(c)
+	if err != nil {
+		return err
+	}
+	put := &types.Put{TableName: aws.String(table), Item: config}
+	if c.ExpectedVersion == 0 {
+		put.ConditionExpression = aws.String("attribute_not_exists(id)")
+	} else {
+		put.ConditionExpression = aws.String("version = :v")
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(c.ExpectedVersion)}
+	}
+	add(roleVersion, types.TransactWriteItem{Put: put})
+
+	var ttl int64
+	if s.historyRetention > 0 {
+		ttl = c.Event.OccurredAt.Add(s.historyRetention).Unix()
+	}
+	record, err := EncodeRecord(c.Event, now, ttl)
+	if err != nil {
+		return err
+	}
+	add(roleVersion, types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(table), Item: record, ConditionExpression: aws.String("attribute_not_exists(sk)"),
+	}})
+
+	username := c.Event.Key
+	if c.ClaimEmail != "" {
+		add(roleEmail, types.TransactWriteItem{Put: &types.Put{
+			TableName:                 aws.String(table),
+			Item:                      map[string]types.AttributeValue{"id": str("email#" + c.ClaimEmail), "sk": str("guard"), "username": str(username)},
+			ConditionExpression:       aws.String("attribute_not_exists(id) OR username = :u"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username)},
+		}})
+	}
+	if c.ReleaseEmail != "" {
+		add(roleVersion, types.TransactWriteItem{Delete: &types.Delete{
+			TableName:                 aws.String(table),
+			Key:                       map[string]types.AttributeValue{"id": str("email#" + c.ReleaseEmail), "sk": str("guard")},
+			ConditionExpression:       aws.String("attribute_not_exists(id) OR username = :u"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username)},
+		}})
+	}
+	if m := c.AddMember; m != nil {
+		rev := *c.ExpectedMembershipRev
+		at := str(FormatTime(c.Event.OccurredAt))
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username)), "member_id": str(m.Username),
+			"user_id": str(m.UserID), "added_at": at, "membership_rev": num(rev + 1),
+		}}})
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey)), "group_key": str(m.GroupKey), "added_at": at,
+		}}})
+		add(roleUserLive, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                 aws.String(table),
+			Key:                       map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(SKConfig)},
+			ConditionExpression:       aws.String("attribute_exists(id) AND deleted = :f"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":f": boolean(false)},
+		}})
+		revPut := &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"id": str(UserID(m.Username)), "sk": str(SKMemberships), "rev": num(rev + 1),
+		}}
+		revCondition(&revPut.ConditionExpression, &revPut.ExpressionAttributeValues, rev)
+		add(roleMembership, types.TransactWriteItem{Put: revPut})
+	} else if c.ExpectedMembershipRev != nil {
+		check := &types.ConditionCheck{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"id": str(UserID(username)), "sk": str(SKMemberships)}}
+		revCondition(&check.ConditionExpression, &check.ExpressionAttributeValues, *c.ExpectedMembershipRev)
+		add(roleMembership, types.TransactWriteItem{ConditionCheck: check})
+	}
+	for _, m := range c.RemoveMembers {
+		del := &types.Delete{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username))}}
+		if c.RequireMembers {
+			del.ConditionExpression = aws.String("attribute_exists(id)")
+		}
+		add(roleVersion, types.TransactWriteItem{Delete: del})
+		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}})
+	}
+	if c.Idempotency != nil {
+		rec := commands.IdempotencyRecord{
+			RequestHash: c.Idempotency.RequestHash, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
+			Kind: c.Event.Kind, Key: c.Event.Key, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
+		}
+		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
+	}
+	if len(items) > maxTransactItems {
+		return fmt.Errorf("change of %s v%d has %d items, more than a transaction holds", c.Event.Key, c.Event.Version, len(items))
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return fmt.Errorf("append %s v%d: %w", c.Event.Key, c.Event.Version, notFoundTenant(err))
+	}
+	return s.explain(ctx, c, tce, roles)
+}
+
+func revCondition(expr **string, values *map[string]types.AttributeValue, rev int64) {
+	if rev == 0 {
+		*expr = aws.String("attribute_not_exists(id)")
+		return
+	}
+	*expr = aws.String("rev = :r")
+	*values = map[string]types.AttributeValue{":r": num(rev)}
+}
+
+// explain turns a cancelled transaction into the conflict that caused it.
+func (s *CommandStore) explain(ctx context.Context, c commands.Change, tce *types.TransactionCanceledException, roles []role) error {
+	failed := map[role]bool{}
+	for i, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			if i < len(roles) {
+				failed[roles[i]] = true
+			}
+		case "TransactionConflict":
+			return commands.ErrVersionConflict
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			return apperr.Unavailable(tce, retryAfter)
+		}
+	}
+	switch {
+	case failed[roleIdempotency]:
+		return s.replayOrReused(ctx, *c.Idempotency)
+	case failed[roleVersion]:
+		return commands.ErrVersionConflict
+	case failed[roleUserLive]:
+		return commands.ErrUserGone
+	case failed[roleMembership]:
+		return commands.ErrMembershipConflict
+	case failed[roleEmail]:
+		return commands.ErrEmailTaken
+	}
+	return fmt.Errorf("append %s v%d: %w", c.Event.Key, c.Event.Version, tce)
+}
+
+func (s *CommandStore) configItem(c commands.Change) (map[string]types.AttributeValue, error) {
+	var v any
+	switch {
+	case c.User != nil:
+		u := c.User.State
+		it := userItem{
+			ID: UserID(u.Username), SK: SKConfig, Type: "user", UserID: u.ID, Username: u.Username,
+			Email: u.Email, FirstName: u.FirstName, LastName: u.LastName, IsActive: u.IsActive,
+			Attributes: u.Attributes, Password: c.User.PasswordCiphertext, Version: u.Version,
+			CreatedAt: FormatTime(u.CreatedAt), UpdatedAt: FormatTime(u.UpdatedAt), Deleted: u.Deleted,
+			DeletedMembershipRev: u.DeletedMembershipRev, CleanupPending: c.User.CleanupPending, SSOType: "keycloak",
+		}
+		if u.Deleted {
+			it.IsActive = false
+		}
+		v = it
+	case c.Group != nil:
+		g := c.Group.State
+		v = groupItem{
+			ID: GroupID(g.Key), SK: SKConfig, Type: "group", GroupID: g.ID, Key: g.Key, Name: g.Name,
+			Description: g.Description, Attributes: g.Attributes, Version: g.Version,
+			CreatedAt: FormatTime(g.CreatedAt), UpdatedAt: FormatTime(g.UpdatedAt), Deleted: g.Deleted,
+			LastDeletedVersion: g.LastDeletedVersion, CleanupPending: c.Group.CleanupPending, SSOType: "keycloak",
+		}
+	default:
+		return nil, errors.New("change has neither user nor group state")
+	}
+	item, err := attributevalue.MarshalMap(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode config of %s: %w", c.Event.Key, err)
+	}
+	return item, nil
+}
+
+// RemoveMembersAfter deletes memberships left over by a delete, then clears the cleanup
+// mark. Deletes are idempotent, so an interrupted run can simply run again.
+func (s *CommandStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant, kind events.AggregateKind, key string, version int64, ms []commands.Membership) error {
+	table := s.table(t)
+	var reqs []types.WriteRequest
+	for _, m := range ms {
+		reqs = append(reqs,
+			types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username))}}},
+			types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}},
+		)
+	}
+	if err := BatchWrite(ctx, s.db, table, reqs); err != nil {
+		return err
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(table),
+		Key:                       map[string]types.AttributeValue{"id": str(AggregateID(kind, key)), "sk": str(SKConfig)},
+		UpdateExpression:          aws.String("REMOVE cleanup_pending"),
+		ConditionExpression:       aws.String("version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(version)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("clear cleanup mark of %s: %w", key, translate(err))
+	}
+	return nil
+}
+
+// BatchWrite writes requests in batches of 25, retrying unprocessed items with backoff.
+func BatchWrite(ctx context.Context, db *dynamodb.Client, table string, reqs []types.WriteRequest) error {
+	for start := 0; start < len(reqs); start += 25 {
+		batch := reqs[start:min(start+25, len(reqs))]
+		for attempt := 0; len(batch) > 0; attempt++ {
+			out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: batch}})
+			if err != nil {
+				return fmt.Errorf("batch write %s: %w", table, translate(err))
+			}
+			batch = out.UnprocessedItems[table]
+			if len(batch) > 0 {
+				if attempt > 10 {
+					return apperr.Unavailable(fmt.Errorf("batch write %s: %d items unprocessed", table, len(batch)), retryAfter)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// LoadRecord reads the immutable record of one version of an aggregate.
+func (s *CommandStore) LoadRecord(ctx context.Context, t commands.Tenant, kind events.AggregateKind, key string, version int64) (events.Envelope, error) {
+	item, err := s.get(ctx, s.table(t), AggregateID(kind, key), HistorySK(version))
+	if err != nil {
+		return events.Envelope{}, err
+	}
+	if item == nil {
+		return events.Envelope{}, fmt.Errorf("record %s v%d is gone (history retention)", key, version)
+	}
+	return DecodeRecord(s.registry, item)
+}

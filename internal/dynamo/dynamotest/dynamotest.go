@@ -1,0 +1,207 @@
+// Package dynamotest starts a private Amazon DynamoDB Local for a test package.
+//
+// DynamoDB Local gets slow when a stream table's first record comes after many records of
+// other tables (see ../shared/DYNAMODB-LOCAL.md), so every test package gets a fresh
+// in-memory instance of its own, started in TestMain and stopped when the package ends:
+//
+//	func TestMain(m *testing.M) { dynamotest.Main(m) }
+//
+// and tests take a client with dynamotest.Client(t) and unique names with UniqueName.
+package dynamotest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+)
+
+// Local is a running DynamoDB Local process.
+type Local struct {
+	Endpoint string
+	cmd      *exec.Cmd
+	done     chan struct{}
+}
+
+var current *Local
+
+// Main starts DynamoDB Local, runs the package's tests and stops it again.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	l, err := Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dynamotest:", err)
+		return 1
+	}
+	current = l
+	defer l.Stop()
+	return m.Run()
+}
+
+// Current is the instance started by Main; tests fail if there is none.
+func Current(t testing.TB) *Local {
+	t.Helper()
+	if current == nil {
+		t.Fatal("dynamotest: no DynamoDB Local running; call dynamotest.Main from TestMain")
+	}
+	return current
+}
+
+// Start installs DynamoDB Local if needed (through scripts/dynamodb-local.sh) and starts a
+// fresh in-memory instance on a free loopback port.
+func Start(ctx context.Context) (*Local, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "scripts", "dynamodb-local.sh"), "path").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("install DynamoDB Local: %s", strings.TrimSpace(string(ee.Stderr)))
+		}
+		return nil, fmt.Errorf("install DynamoDB Local: %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("java", "-Xmx2g", "-XX:+UseSerialGC", "-Djava.library.path=./DynamoDBLocal_lib",
+		"-jar", "DynamoDBLocal.jar", "-inMemory", "-disableTelemetry", "-port", fmt.Sprint(port))
+	cmd.Dir = dir
+	// The JVM must not outlive a test binary that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if os.Getenv("DYNAMOTEST_VERBOSE") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start DynamoDB Local: %w", err)
+	}
+	l := &Local{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(l.done) }()
+	if err := l.waitReady(ctx); err != nil {
+		l.Stop()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Local) waitReady(ctx context.Context) error {
+	db := l.DynamoDB()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-l.done:
+			return errors.New("DynamoDB Local exited during start-up (set DYNAMOTEST_VERBOSE=1 to see its output)")
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := db.ListTables(cctx, &dynamodb.ListTablesInput{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("DynamoDB Local did not answer within 60s")
+}
+
+// Stop ends the process.
+func (l *Local) Stop() {
+	if l.cmd.Process != nil {
+		_ = l.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-l.done:
+		case <-time.After(5 * time.Second):
+			_ = l.cmd.Process.Kill()
+			<-l.done
+		}
+	}
+}
+
+// AWSConfig is an SDK configuration for this instance (static dummy credentials; the access
+// key must be letters and digits only).
+func (l *Local) AWSConfig() aws.Config {
+	return aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
+		BaseEndpoint: aws.String(l.Endpoint),
+	}
+}
+
+// DynamoDB is a client for this instance.
+func (l *Local) DynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(l.AWSConfig(), func(o *dynamodb.Options) {
+		o.DisableValidateResponseChecksum = true
+	})
+}
+
+// Streams is a DynamoDB Streams client for this instance.
+func (l *Local) Streams() *dynamodbstreams.Client {
+	return dynamodbstreams.NewFromConfig(l.AWSConfig())
+}
+
+// Env is the environment a child process needs to reach this instance.
+func (l *Local) Env() []string {
+	return []string{
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=dummy",
+		"AWS_SECRET_ACCESS_KEY=dummy",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + l.Endpoint,
+		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS=" + l.Endpoint,
+	}
+}
+
+var counter atomic.Int64
+
+// UniqueName is a name no other test in this process uses, safe as a table prefix
+// (letters, digits and underscores) or an id (lower case).
+func UniqueName(base string) string {
+	return fmt.Sprintf("%s%d%d", base, time.Now().UnixNano()%1_000_000, counter.Add(1))
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// repoRoot finds the module root from this file's location.
+func repoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("dynamotest: cannot locate source")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("dynamotest: go.mod not found above " + file)
+		}
+		dir = parent
+	}
+}

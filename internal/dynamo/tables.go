@@ -1,0 +1,187 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Index names (docs/storage.md).
+const (
+	IndexUserEmail     = "UserEmailGSI"
+	IndexUserGroup     = "UserGroupGSI"
+	IndexUserUpdatedAt = "UserUpdatedAtGSI"
+	IndexUserLastName  = "UserLastNameGSI"
+	IndexUserFirstName = "UserFirstNameGSI"
+	IndexGroupName     = "GroupNameGSI"
+	IndexGroupMember   = "GroupMemberGSI"
+	IndexActor         = "ActorGSI"
+	IndexDay           = "DayGSI"
+)
+
+// Names gives the table names under one prefix.
+type Names struct{ Prefix string }
+
+func (n Names) Config() string      { return n.Prefix + "_Config" }
+func (n Names) Idempotency() string { return n.Prefix + "_idempotency" }
+
+// Commands is a tenant's write table.
+func (n Names) Commands(system, tenant string) string {
+	return fmt.Sprintf("%s_%s_%s_user_commands", n.Prefix, system, tenant)
+}
+
+// Users is a tenant's read table, generation gen (0 is the first; replays make new ones).
+func (n Names) Users(system, tenant string, gen int) string {
+	return withGeneration(fmt.Sprintf("%s_%s_%s_users", n.Prefix, system, tenant), gen)
+}
+
+// Activities is a tenant's activity table, generation gen.
+func (n Names) Activities(system, tenant string, gen int) string {
+	return withGeneration(fmt.Sprintf("%s_%s_%s_activities", n.Prefix, system, tenant), gen)
+}
+
+func withGeneration(name string, gen int) string {
+	if gen == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s_r%d", name, gen)
+}
+
+// TableSpec is a table to create, with its TTL attribute if any.
+type TableSpec struct {
+	Input   *dynamodb.CreateTableInput
+	TTLAttr string
+}
+
+func s(name string) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS}
+}
+
+func key(hash, rng string) []types.KeySchemaElement {
+	k := []types.KeySchemaElement{{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash}}
+	if rng != "" {
+		k = append(k, types.KeySchemaElement{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange})
+	}
+	return k
+}
+
+func gsi(name, hash, rng string) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName:  aws.String(name),
+		KeySchema:  key(hash, rng),
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+	}
+}
+
+func table(name string, attrs []string, hash, rng string, gsis ...types.GlobalSecondaryIndex) *dynamodb.CreateTableInput {
+	defs := make([]types.AttributeDefinition, 0, len(attrs))
+	for _, a := range attrs {
+		defs = append(defs, s(a))
+	}
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: defs,
+		KeySchema:            key(hash, rng),
+		BillingMode:          types.BillingModePayPerRequest,
+	}
+	if len(gsis) > 0 {
+		in.GlobalSecondaryIndexes = gsis
+	}
+	return in
+}
+
+// ConfigTable is `{p}_Config`.
+func ConfigTable(name string) TableSpec {
+	return TableSpec{Input: table(name, []string{"system_id", "tenant_id"}, "system_id", "tenant_id")}
+}
+
+// IdempotencyTable is `{p}_idempotency`.
+func IdempotencyTable(name string) TableSpec {
+	return TableSpec{Input: table(name, []string{"key"}, "key", ""), TTLAttr: "expires_at"}
+}
+
+// CommandsTable is a tenant's write table, with its stream.
+func CommandsTable(name string) TableSpec {
+	in := table(name, []string{"id", "sk", "email", "member_id"}, "id", "sk",
+		gsi(IndexUserEmail, "email", "sk"),
+		gsi(IndexUserGroup, "member_id", "id"))
+	in.StreamSpecification = &types.StreamSpecification{
+		StreamEnabled:  aws.Bool(true),
+		StreamViewType: types.StreamViewTypeNewAndOldImages,
+	}
+	return TableSpec{Input: in, TTLAttr: "ttl"}
+}
+
+// UsersTable is a tenant's read table.
+func UsersTable(name string) TableSpec {
+	return TableSpec{Input: table(name,
+		[]string{"id", "sk", "email", "member_id", "kind", "updated_sort", "last_name_sort", "first_name_sort", "name_sort", "member_of"},
+		"id", "sk",
+		gsi(IndexUserEmail, "email", "sk"),
+		gsi(IndexUserGroup, "member_id", "id"),
+		gsi(IndexUserUpdatedAt, "kind", "updated_sort"),
+		gsi(IndexUserLastName, "kind", "last_name_sort"),
+		gsi(IndexUserFirstName, "kind", "first_name_sort"),
+		gsi(IndexGroupName, "kind", "name_sort"),
+		gsi(IndexGroupMember, "member_of", "member_id"),
+	)}
+}
+
+// ActivitiesTable is a tenant's activity feed.
+func ActivitiesTable(name string) TableSpec {
+	return TableSpec{Input: table(name, []string{"pk", "sk", "actor_pk", "day_pk"}, "pk", "sk",
+		gsi(IndexActor, "actor_pk", "sk"),
+		gsi(IndexDay, "day_pk", "sk"),
+	), TTLAttr: "expires_at"}
+}
+
+// EnsureTable creates the table unless it exists, waits until it is active and enables its
+// TTL. It is idempotent, so an interrupted provisioning can simply run again.
+func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
+	name := aws.ToString(spec.Input.TableName)
+	_, err := db.CreateTable(ctx, spec.Input)
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", name, translate(err))
+	}
+	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 200 * time.Millisecond
+		o.MaxDelay = 2 * time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 5*time.Minute); err != nil {
+		return fmt.Errorf("wait for table %s: %w", name, translate(err))
+	}
+	if spec.TTLAttr == "" {
+		return nil
+	}
+	ttl, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("describe ttl of %s: %w", name, translate(err))
+	}
+	if d := ttl.TimeToLiveDescription; d != nil && (d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(spec.TTLAttr), Enabled: aws.Bool(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("enable ttl on %s: %w", name, translate(err))
+	}
+	return nil
+}
+
+// DeleteTable deletes a table; a missing table is not an error.
+func DeleteTable(ctx context.Context, db *dynamodb.Client, name string) error {
+	_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	var nf *types.ResourceNotFoundException
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("delete table %s: %w", name, translate(err))
+	}
+	return nil
+}

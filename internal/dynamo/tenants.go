@@ -1,0 +1,141 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+)
+
+// Tenant statuses.
+const (
+	TenantProvisioning = "provisioning"
+	TenantActive       = "active"
+)
+
+// Tenant is a tenant's row in `{p}_Config`.
+type Tenant struct {
+	SystemID        string `dynamodbav:"system_id"`
+	TenantID        string `dynamodbav:"tenant_id"`
+	Status          string `dynamodbav:"status"`
+	SSOType         string `dynamodbav:"sso_type"`
+	KeycloakURL     string `dynamodbav:"keycloak_url,omitempty"`
+	KeycloakRealm   string `dynamodbav:"keycloak_realm,omitempty"`
+	ClientID        string `dynamodbav:"client_id,omitempty"`
+	// ClientSecret is the ciphertext of the Keycloak client secret.
+	ClientSecret    string `dynamodbav:"client_secret,omitempty"`
+	OnDelete        string `dynamodbav:"on_delete,omitempty"`
+	CommandsTable   string `dynamodbav:"commands_table"`
+	UsersTable      string `dynamodbav:"users_table"`
+	ActivitiesTable string `dynamodbav:"activities_table"`
+	// Generation counts the read-table generations a replay has built.
+	Generation   int    `dynamodbav:"generation"`
+	ReplayNeeded bool   `dynamodbav:"replay_needed,omitempty"`
+	ReplayReason string `dynamodbav:"replay_reason,omitempty"`
+	CreatedAt    string `dynamodbav:"created_at"`
+	UpdatedAt    string `dynamodbav:"updated_at"`
+	RowVersion   int64  `dynamodbav:"row_version"`
+}
+
+// Tenants reads and writes tenant rows.
+type Tenants struct {
+	db    *dynamodb.Client
+	table string
+}
+
+// NewTenants is the tenant store over the `{p}_Config` table.
+func NewTenants(db *dynamodb.Client, names Names) *Tenants {
+	return &Tenants{db: db, table: names.Config()}
+}
+
+// Get reads a tenant row (strongly consistent); apperr not_found when there is none.
+func (t *Tenants) Get(ctx context.Context, system, tenant string) (Tenant, error) {
+	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(t.table),
+		Key:            map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Tenant{}, fmt.Errorf("get tenant %s/%s: %w", system, tenant, translate(err))
+	}
+	if out.Item == nil {
+		return Tenant{}, apperr.NotFound("tenant")
+	}
+	var row Tenant
+	if err := attributevalue.UnmarshalMap(out.Item, &row); err != nil {
+		return Tenant{}, fmt.Errorf("decode tenant %s/%s: %w", system, tenant, err)
+	}
+	return row, nil
+}
+
+// List pages through every tenant row. The Config table holds one small row per tenant,
+// so a Scan here is the discovery mechanism DESIGN.md prescribes, not a list endpoint.
+func (t *Tenants) List(ctx context.Context) ([]Tenant, error) {
+	var out []Tenant
+	p := dynamodb.NewScanPaginator(t.db, &dynamodb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list tenants: %w", translate(err))
+		}
+		var rows []Tenant
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &rows); err != nil {
+			return nil, fmt.Errorf("decode tenants: %w", err)
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// Put writes a tenant row, conditioned on the row version it was read at (0: absent).
+func (t *Tenants) Put(ctx context.Context, row Tenant, expectedRowVersion int64) error {
+	row.RowVersion = expectedRowVersion + 1
+	row.UpdatedAt = FormatTime(time.Now())
+	item, err := attributevalue.MarshalMap(row)
+	if err != nil {
+		return fmt.Errorf("encode tenant %s/%s: %w", row.SystemID, row.TenantID, err)
+	}
+	in := &dynamodb.PutItemInput{TableName: aws.String(t.table), Item: item}
+	if expectedRowVersion == 0 {
+		in.ConditionExpression = aws.String("attribute_not_exists(system_id)")
+	} else {
+		in.ConditionExpression = aws.String("row_version = :v")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(expectedRowVersion)}
+	}
+	_, err = t.db.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ErrStale
+	}
+	if err != nil {
+		return fmt.Errorf("put tenant %s/%s: %w", row.SystemID, row.TenantID, translate(err))
+	}
+	return nil
+}
+
+// ErrStale reports a conditional write that lost to a concurrent one; reload and retry.
+var ErrStale = errors.New("stale: changed concurrently")
+
+// MarkReplayNeeded flags a tenant whose stream checkpoint fell behind retention.
+func (t *Tenants) MarkReplayNeeded(ctx context.Context, system, tenant, reason string) error {
+	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(t.table),
+		Key:                 map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+		UpdateExpression:    aws.String("SET replay_needed = :t, replay_reason = :r, updated_at = :u ADD row_version :one"),
+		ConditionExpression: aws.String("attribute_exists(system_id)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t": boolean(true), ":r": str(reason), ":u": str(FormatTime(time.Now())), ":one": num(1),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("mark %s/%s for replay: %w", system, tenant, translate(err))
+	}
+	return nil
+}

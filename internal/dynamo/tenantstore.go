@@ -1,0 +1,123 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/commands"
+)
+
+var _ commands.TenantStore = (*TenantStore)(nil)
+
+// TenantStore provisions tenants for the command side: their rows and tables.
+type TenantStore struct {
+	db      *dynamodb.Client
+	names   Names
+	tenants *Tenants
+}
+
+// NewTenantStore is the command side's tenant store.
+func NewTenantStore(db *dynamodb.Client, names Names) *TenantStore {
+	return &TenantStore{db: db, names: names, tenants: NewTenants(db, names)}
+}
+
+// EnsureSharedTables creates the tables every tenant shares (Config, idempotency).
+func EnsureSharedTables(ctx context.Context, db *dynamodb.Client, names Names) error {
+	for _, spec := range []TableSpec{ConfigTable(names.Config()), IdempotencyTable(names.Idempotency())} {
+		if err := EnsureTable(ctx, db, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetTenant reads a tenant row.
+func (s *TenantStore) GetTenant(ctx context.Context, system, tenant string) (commands.TenantRecord, error) {
+	row, err := s.tenants.Get(ctx, system, tenant)
+	if err != nil {
+		return commands.TenantRecord{}, err
+	}
+	return toRecord(row), nil
+}
+
+func toRecord(row Tenant) commands.TenantRecord {
+	rec := commands.TenantRecord{System: row.SystemID, ID: row.TenantID, Status: row.Status, RowVersion: row.RowVersion}
+	rec.CreatedAt, _ = ParseTime(row.CreatedAt)
+	rec.UpdatedAt, _ = ParseTime(row.UpdatedAt)
+	if row.KeycloakURL != "" {
+		rec.Keycloak = &commands.KeycloakSettings{
+			URL: row.KeycloakURL, Realm: row.KeycloakRealm, ClientID: row.ClientID,
+			ClientSecret: row.ClientSecret, OnDelete: row.OnDelete,
+		}
+	}
+	return rec
+}
+
+// PutTenant creates a row (expected 0) or updates the fields the command side owns,
+// leaving the read-table names (which a replay switches) alone.
+func (s *TenantStore) PutTenant(ctx context.Context, rec commands.TenantRecord, expected int64) error {
+	var k commands.KeycloakSettings
+	if rec.Keycloak != nil {
+		k = *rec.Keycloak
+	}
+	if expected == 0 {
+		row := Tenant{
+			SystemID: rec.System, TenantID: rec.ID, Status: rec.Status, SSOType: "keycloak",
+			KeycloakURL: k.URL, KeycloakRealm: k.Realm, ClientID: k.ClientID, ClientSecret: k.ClientSecret, OnDelete: k.OnDelete,
+			CommandsTable:   s.names.Commands(rec.System, rec.ID),
+			UsersTable:      s.names.Users(rec.System, rec.ID, 0),
+			ActivitiesTable: s.names.Activities(rec.System, rec.ID, 0),
+			CreatedAt:       FormatTime(rec.CreatedAt),
+		}
+		err := s.tenants.Put(ctx, row, 0)
+		if errors.Is(err, ErrStale) {
+			return commands.ErrVersionConflict
+		}
+		return err
+	}
+	set := "SET #st = :st, updated_at = :u, row_version = :next"
+	values := map[string]types.AttributeValue{
+		":st": str(rec.Status), ":u": str(FormatTime(rec.UpdatedAt)), ":next": num(expected + 1), ":v": num(expected),
+	}
+	if rec.Keycloak != nil {
+		set += ", keycloak_url = :url, keycloak_realm = :realm, client_id = :cid, client_secret = :cs, on_delete = :od"
+		values[":url"], values[":realm"], values[":cid"] = str(k.URL), str(k.Realm), str(k.ClientID)
+		values[":cs"], values[":od"] = str(k.ClientSecret), str(k.OnDelete)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.names.Config()),
+		Key:                       map[string]types.AttributeValue{"system_id": str(rec.System), "tenant_id": str(rec.ID)},
+		UpdateExpression:          aws.String(set),
+		ConditionExpression:       aws.String("row_version = :v"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status"},
+		ExpressionAttributeValues: values,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return commands.ErrVersionConflict
+	}
+	if err != nil {
+		return fmt.Errorf("update tenant %s/%s: %w", rec.System, rec.ID, translate(err))
+	}
+	return nil
+}
+
+// EnsureTables creates the tenant's write table and its first-generation read tables.
+func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) error {
+	specs := []TableSpec{
+		CommandsTable(s.names.Commands(system, tenant)),
+		UsersTable(s.names.Users(system, tenant, 0)),
+		ActivitiesTable(s.names.Activities(system, tenant, 0)),
+	}
+	for _, spec := range specs {
+		if err := EnsureTable(ctx, s.db, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package events
+
+import "time"
+
+// Wire names of the group aggregate's events.
+const (
+	GroupCreatedType       Type = "group.created"
+	GroupUpdatedType       Type = "group.updated"
+	GroupDeletedType       Type = "group.deleted"
+	GroupMemberAddedType   Type = "group.member_added"
+	GroupMemberRemovedType Type = "group.member_removed"
+)
+
+// Group is the state of a group aggregate after an event.
+type Group struct {
+	// ID is the immutable ssodir id of this incarnation of the group.
+	ID string `json:"id"`
+	// Key is the lower-cased name: the group's identity and uniqueness key.
+	Key         string              `json:"key"`
+	Name        string              `json:"name"`
+	Description string              `json:"description,omitempty"`
+	Attributes  map[string][]string `json:"attributes,omitempty"`
+	Version     int64               `json:"version"`
+	CreatedAt   time.Time           `json:"created_at"`
+	UpdatedAt   time.Time           `json:"updated_at"`
+	Deleted     bool                `json:"deleted,omitempty"`
+	// LastDeletedVersion is the version of the group's last deletion: a membership recorded
+	// at a lower version belongs to a deleted incarnation.
+	LastDeletedVersion int64 `json:"last_deleted_version,omitempty"`
+}
+
+// GroupCreated: a group was created (or created again after a delete).
+type GroupCreated struct {
+	Group Group `json:"group"`
+}
+
+// GroupUpdated: description or attributes changed.
+type GroupUpdated struct {
+	Group Group `json:"group"`
+}
+
+// GroupDeleted: the group is gone with all its memberships; its name is free.
+type GroupDeleted struct {
+	Group      Group  `json:"group"`
+	PreviousID string `json:"previous_id"`
+}
+
+// GroupMemberAdded: a user joined the group.
+type GroupMemberAdded struct {
+	Group    Group  `json:"group"`
+	Username string `json:"username"`
+	UserID   string `json:"user_id"`
+	// MembershipRev is the user's membership revision this addition took; see
+	// User.DeletedMembershipRev.
+	MembershipRev int64 `json:"membership_rev"`
+}
+
+// GroupMemberRemoved: a user left the group.
+type GroupMemberRemoved struct {
+	Group    Group  `json:"group"`
+	Username string `json:"username"`
+	UserID   string `json:"user_id"`
+}
+
+func (GroupCreated) EventType() Type       { return GroupCreatedType }
+func (GroupUpdated) EventType() Type       { return GroupUpdatedType }
+func (GroupDeleted) EventType() Type       { return GroupDeletedType }
+func (GroupMemberAdded) EventType() Type   { return GroupMemberAddedType }
+func (GroupMemberRemoved) EventType() Type { return GroupMemberRemovedType }
+
+// GroupState is the state after any group event.
+func GroupState(p Payload) (Group, bool) {
+	switch e := p.(type) {
+	case *GroupCreated:
+		return e.Group, true
+	case *GroupUpdated:
+		return e.Group, true
+	case *GroupDeleted:
+		return e.Group, true
+	case *GroupMemberAdded:
+		return e.Group, true
+	case *GroupMemberRemoved:
+		return e.Group, true
+	}
+	return Group{}, false
+}

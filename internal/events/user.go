@@ -1,0 +1,99 @@
+package events
+
+import "time"
+
+// Wire names of the user aggregate's events.
+const (
+	UserCreatedType         Type = "user.created"
+	UserUpdatedType         Type = "user.updated"
+	UserPasswordChangedType Type = "user.password_changed"
+	UserDeactivatedType     Type = "user.deactivated"
+	UserActivatedType       Type = "user.activated"
+	UserDeletedType         Type = "user.deleted"
+)
+
+// User is the state of a user aggregate after an event. It never holds a password.
+type User struct {
+	// ID is the immutable ssodir id of this incarnation of the user (a new one after a
+	// delete and re-create); Keycloak sync matches on it.
+	ID         string              `json:"id"`
+	Username   string              `json:"username"`
+	Email      string              `json:"email,omitempty"`
+	FirstName  string              `json:"first_name,omitempty"`
+	LastName   string              `json:"last_name,omitempty"`
+	IsActive   bool                `json:"is_active"`
+	Attributes map[string][]string `json:"attributes,omitempty"`
+	Version    int64               `json:"version"`
+	CreatedAt  time.Time           `json:"created_at"`
+	UpdatedAt  time.Time           `json:"updated_at"`
+	Deleted    bool                `json:"deleted,omitempty"`
+	// DeletedMembershipRev is the user's membership revision at its last deletion: a
+	// membership recorded with a revision at or below it belongs to a deleted incarnation.
+	DeletedMembershipRev int64 `json:"deleted_membership_rev,omitempty"`
+}
+
+// UserCreated: a user was created (or created again after a delete).
+type UserCreated struct {
+	User User `json:"user"`
+	// PasswordCiphertext is the initial password, encrypted; empty when none was given.
+	PasswordCiphertext string `json:"password_ciphertext,omitempty"`
+}
+
+// UserUpdated: profile fields (email, names, attributes) changed.
+type UserUpdated struct {
+	User User `json:"user"`
+}
+
+// UserPasswordChanged: a new password was set. The ciphertext lets the Keycloak sync send
+// it once; it is never shown anywhere.
+type UserPasswordChanged struct {
+	User               User   `json:"user"`
+	PasswordCiphertext string `json:"password_ciphertext"`
+}
+
+// UserDeactivated: the user may no longer sign in.
+type UserDeactivated struct {
+	User User `json:"user"`
+}
+
+// UserActivated: the user may sign in again.
+type UserActivated struct {
+	User User `json:"user"`
+}
+
+// UserDeleted: the user is gone, with all its memberships; its username and email are free.
+type UserDeleted struct {
+	// User is the tombstone: username, version, timestamps, Deleted and
+	// DeletedMembershipRev.
+	User User `json:"user"`
+	// PreviousID is the ssodir id of the incarnation that was deleted.
+	PreviousID string `json:"previous_id"`
+	// Groups are the keys of the groups the user was removed from.
+	Groups []string `json:"groups,omitempty"`
+}
+
+func (UserCreated) EventType() Type         { return UserCreatedType }
+func (UserUpdated) EventType() Type         { return UserUpdatedType }
+func (UserPasswordChanged) EventType() Type { return UserPasswordChangedType }
+func (UserDeactivated) EventType() Type     { return UserDeactivatedType }
+func (UserActivated) EventType() Type       { return UserActivatedType }
+func (UserDeleted) EventType() Type         { return UserDeletedType }
+
+// UserState is the state after any user event.
+func UserState(p Payload) (User, bool) {
+	switch e := p.(type) {
+	case *UserCreated:
+		return e.User, true
+	case *UserUpdated:
+		return e.User, true
+	case *UserPasswordChanged:
+		return e.User, true
+	case *UserDeactivated:
+		return e.User, true
+	case *UserActivated:
+		return e.User, true
+	case *UserDeleted:
+		return e.User, true
+	}
+	return User{}, false
+}
