@@ -1,0 +1,20 @@
+// Command command-api serves ssodir's command API: it validates commands and appends them
+// to each tenant's command log, and provisions tenants.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/process"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, nil)
+	stop()
+	process.Exit("command-api", err)
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/auth"
+	"github.com/ssodir/ssodir/internal/commandapi"
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/openapi"
+	"github.com/ssodir/ssodir/internal/process"
+)
+
+const usage = `usage: command-api [--help]
+
+Serves ssodir's command API (API.md, "Command API") until SIGTERM.
+
+Environment:
+  SSO_COMMAND_ADDR          listen address (default 127.0.0.1:8080)
+  SSO_TABLE_PREFIX          table prefix (default mbcsso_dev)
+  SSO_SECRET_KEY            base64 32-byte key for passwords and client secrets, or
+  SSO_KMS_KEY_ID            an AWS KMS key id for envelope encryption
+  SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
+  SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
+  SSO_HISTORY_RETENTION     TTL of config#<version> records (default 0: keep)
+  SSO_CORS_ORIGINS          browser origins allowed to call the API
+  SSO_LOG_LEVEL             debug|info|warn|error (default info)
+  AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
+`
+
+// listening, when set, learns the bound address (tests start on port 0).
+type listening func(addr string)
+
+func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
+	for _, a := range args {
+		if a == "--help" || a == "-h" || a == "help" {
+			_, err := io.WriteString(stdout, usage)
+			return err
+		}
+		return fmt.Errorf("unknown argument %q (see --help)", a)
+	}
+	cfg, err := config.LoadCommandAPI(env)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log, err := process.NewLogger("command-api", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	if err != nil {
+		return err
+	}
+	box, err := process.NewSecrets(ctx, cfg.Common, clients.AWS)
+	if err != nil {
+		return err
+	}
+	names := dynamo.Names{Prefix: cfg.TablePrefix}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("prepare shared tables: %w", err)
+	}
+	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
+		&http.Client{Timeout: 10 * time.Second}, log)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
+	commandapi.Register(e, commandapi.Deps{
+		Auth:    authn,
+		Store:   dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention),
+		Tenants: dynamo.NewTenantStore(clients.DB, names),
+		Secrets: box,
+		Clock:   time.Now,
+	})
+	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
+	openapi.Register(e)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if onListen != nil {
+		onListen(ln.Addr().String())
+	}
+	err = httpapi.Serve(ctx, e, ln, log)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	log.Info("stopped", zap.Error(err))
+	return err
+}

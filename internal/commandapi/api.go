@@ -1,0 +1,279 @@
+// Package commandapi is the command API's HTTP surface (API.md, "Command API"): it decodes
+// requests, runs the command handlers of internal/commands, and renders their results,
+// including replays of Idempotency-Key requests.
+package commandapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/auth"
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/httpapi"
+)
+
+// Store is the write model plus what rendering a replay needs.
+type Store interface {
+	commands.Store
+	LookupIdempotency(ctx context.Context, key string) (*commands.IdempotencyRecord, error)
+	LoadRecord(ctx context.Context, t commands.Tenant, kind events.AggregateKind, key string, version int64) (events.Envelope, error)
+}
+
+// Deps are what the routes need.
+type Deps struct {
+	Auth    *auth.Authenticator
+	Store   Store
+	Tenants commands.TenantStore
+	Secrets commands.SecretBox
+	Clock   commands.Clock
+}
+
+type api struct {
+	store   Store
+	tenants commands.TenantStore
+
+	createUser     commands.CreateUserHandler
+	updateUser     commands.UpdateUserHandler
+	changePassword commands.ChangePasswordHandler
+	setActive      commands.SetUserActiveHandler
+	deleteUser     commands.DeleteUserHandler
+	createGroup    commands.CreateGroupHandler
+	updateGroup    commands.UpdateGroupHandler
+	deleteGroup    commands.DeleteGroupHandler
+	addMember      commands.AddMemberHandler
+	removeMember   commands.RemoveMemberHandler
+	provision      commands.ProvisionTenantHandler
+	updateKeycloak commands.UpdateKeycloakHandler
+}
+
+// Register adds the command API's routes to e.
+func Register(e *echo.Echo, d Deps) {
+	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString}
+	a := &api{
+		store: d.Store, tenants: d.Tenants,
+		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
+		updateUser:     commands.NewUpdateUserHandler(cd),
+		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
+		setActive:      commands.NewSetUserActiveHandler(cd),
+		deleteUser:     commands.NewDeleteUserHandler(cd),
+		createGroup:    commands.NewCreateGroupHandler(cd),
+		updateGroup:    commands.NewUpdateGroupHandler(cd),
+		deleteGroup:    commands.NewDeleteGroupHandler(cd),
+		addMember:      commands.NewAddMemberHandler(cd),
+		removeMember:   commands.NewRemoveMemberHandler(cd),
+		provision:      commands.NewProvisionTenantHandler(d.Tenants, d.Secrets, d.Clock),
+		updateKeycloak: commands.NewUpdateKeycloakHandler(d.Tenants, d.Secrets, d.Clock),
+	}
+	admin := httpapi.RequireScope(d.Auth, auth.ScopeTenantsAdmin)
+	e.POST("/v1/systems/:system/tenants", a.postTenant, admin)
+	e.PUT("/v1/systems/:system/tenants/:tenant/keycloak", a.putKeycloak, admin)
+
+	g := e.Group("/v1/systems/:system/tenants/:tenant", httpapi.RequireScope(d.Auth, auth.ScopeWrite))
+	g.POST("/users", a.postUser)
+	g.PATCH("/users/:username", a.patchUser)
+	g.POST("/users/:username/deactivate", a.deactivate)
+	g.POST("/users/:username/activate", a.activate)
+	g.PUT("/users/:username/password", a.putPassword)
+	g.DELETE("/users/:username", a.deleteUserRoute)
+	g.POST("/groups", a.postGroup)
+	g.PATCH("/groups/:name", a.patchGroup)
+	g.DELETE("/groups/:name", a.deleteGroupRoute)
+	g.PUT("/groups/:name/members/:username", a.putMember)
+	g.DELETE("/groups/:name/members/:username", a.deleteMember)
+}
+
+// outcome is what a command produced, to render.
+type outcome struct {
+	kind    events.AggregateKind
+	key     string
+	version int64
+	body    any
+}
+
+// request is one write request's parsed envelope.
+type request struct {
+	c        echo.Context
+	tenant   commands.Tenant
+	meta     commands.Meta
+	status   int
+	location string
+	raw      []byte
+}
+
+// begin reads the headers and the raw body every write shares.
+func (a *api) begin(c echo.Context, status int) (*request, error) {
+	t := commands.Tenant{System: c.Param("system"), ID: c.Param("tenant")}
+	if t.ID != "" && (!commands.ValidID(t.System) || !commands.ValidID(t.ID)) {
+		return nil, apperr.NotFound("tenant")
+	}
+	raw, err := readRaw(c)
+	if err != nil {
+		return nil, err
+	}
+	p := httpapi.PrincipalFrom(c)
+	r := &request{c: c, tenant: t, status: status, raw: raw}
+	r.meta = commands.Meta{Actor: p.Subject, CommandID: uuid.NewString(), CorrelationID: correlationID(c)}
+	if r.meta.IfMatch, err = parseIfMatch(c.Request().Header.Get("If-Match")); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// withIdempotency reads the Idempotency-Key once the tenant scope is known.
+func (r *request) withIdempotency(system, tenant string) error {
+	key, ok := r.c.Request().Header["Idempotency-Key"]
+	if !ok {
+		return nil
+	}
+	if len(key) != 1 || !validIdempotencyKey(key[0]) {
+		return apperr.InvalidField("Idempotency-Key", "must be 1–128 printable ASCII characters")
+	}
+	h := sha256.New()
+	h.Write([]byte(r.c.Request().Method + "\n" + r.c.Request().URL.EscapedPath() + "\n"))
+	h.Write(r.raw)
+	r.meta.Idempotency = &commands.Idempotency{
+		Key:         system + "/" + tenant + "/" + r.meta.Actor + "/" + key[0],
+		RequestHash: hex.EncodeToString(h.Sum(nil)),
+		Status:      r.status,
+		Location:    r.location,
+	}
+	return nil
+}
+
+func validIdempotencyKey(k string) bool {
+	if len(k) < 1 || len(k) > 128 {
+		return false
+	}
+	for i := range len(k) {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// run executes a command once per Idempotency-Key and renders its outcome.
+func (a *api) run(r *request, exec func(ctx context.Context) (outcome, error)) error {
+	ctx := r.c.Request().Context()
+	if err := r.withIdempotency(r.tenant.System, r.tenant.ID); err != nil {
+		return err
+	}
+	if idem := r.meta.Idempotency; idem != nil {
+		rec, err := a.store.LookupIdempotency(ctx, idem.Key)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			if rec.RequestHash != idem.RequestHash {
+				return apperr.IdempotencyKeyReused()
+			}
+			return a.replay(r, *rec)
+		}
+	}
+	out, err := exec(ctx)
+	var re *commands.ReplayError
+	if errors.As(err, &re) {
+		return a.replay(r, re.Record)
+	}
+	if err != nil {
+		return err
+	}
+	return a.render(r.c, r.status, r.location, r.meta.CommandID, out)
+}
+
+func (a *api) render(c echo.Context, status int, location, commandID string, out outcome) error {
+	h := c.Response().Header()
+	h.Set("ETag", strconv.Quote(strconv.FormatInt(out.version, 10)))
+	if commandID != "" {
+		h.Set("X-Command-Id", commandID)
+	}
+	if location != "" {
+		h.Set(echo.HeaderLocation, location)
+	}
+	if out.body == nil || status == http.StatusNoContent {
+		return c.NoContent(status)
+	}
+	return c.JSON(status, out.body)
+}
+
+// replay answers with what the first request with this key answered, rebuilt from the
+// immutable record of the version it produced.
+func (a *api) replay(r *request, rec commands.IdempotencyRecord) error {
+	out := outcome{kind: rec.Kind, key: rec.Key, version: rec.Version}
+	if rec.Status != http.StatusNoContent {
+		env, err := a.store.LoadRecord(r.c.Request().Context(), r.tenant, rec.Kind, rec.Key, rec.Version)
+		if err != nil {
+			return err
+		}
+		if u, ok := events.UserState(env.Payload); ok {
+			out.body = toUserJSON(u)
+		} else if g, ok := events.GroupState(env.Payload); ok {
+			out.body = toGroupJSON(g)
+		}
+	}
+	return a.render(r.c, rec.Status, rec.Location, rec.CommandID, out)
+}
+
+func readRaw(c echo.Context) ([]byte, error) {
+	body := c.Request().Body
+	if body == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(body, httpapi.MaxBodyBytes+1))
+	if err != nil || len(data) > httpapi.MaxBodyBytes {
+		return nil, &apperr.Error{Kind: apperr.KindTooLarge, Code: apperr.CodePayloadTooLarge, Message: "request body is larger than 64 KiB"}
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(data))
+	return data, nil
+}
+
+// parseIfMatch accepts `"<version>"` (an entity tag), a bare number, or `*`.
+func parseIfMatch(v string) (*int64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "*" {
+		return nil, nil
+	}
+	v = strings.TrimPrefix(v, "W/")
+	if uq, err := strconv.Unquote(v); err == nil && strings.HasPrefix(v, `"`) {
+		v = uq
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return nil, apperr.InvalidField("If-Match", `must be an entity tag "<version>"`)
+	}
+	return &n, nil
+}
+
+func correlationID(c echo.Context) string {
+	for _, h := range []string{"X-Correlation-Id", echo.HeaderXRequestID} {
+		v := c.Request().Header.Get(h)
+		if v == "" {
+			v = c.Response().Header().Get(h)
+		}
+		if v != "" && len(v) <= 128 && validIdempotencyKey(v) {
+			return v
+		}
+	}
+	return uuid.NewString()
+}
+
+func userLocation(t commands.Tenant, username string) string {
+	return "/v1/systems/" + t.System + "/tenants/" + t.ID + "/users/" + url.PathEscape(username)
+}
+
+func groupLocation(t commands.Tenant, name string) string {
+	return "/v1/systems/" + t.System + "/tenants/" + t.ID + "/groups/" + url.PathEscape(name)
+}

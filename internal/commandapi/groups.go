@@ -1,0 +1,109 @@
+package commandapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/httpapi"
+)
+
+type createGroupBody struct {
+	Name        string              `json:"name"`
+	Description string              `json:"description"`
+	Attributes  map[string][]string `json:"attributes"`
+}
+
+func (a *api) postGroup(c echo.Context) error {
+	r, err := a.begin(c, http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	var b createGroupBody
+	if err := httpapi.DecodeJSON(c, &b); err != nil {
+		return err
+	}
+	cmd := commands.CreateGroup{Name: b.Name, Description: b.Description, Attributes: b.Attributes}
+	if err := cmd.Validate(); err != nil {
+		return err
+	}
+	r.location = groupLocation(r.tenant, cmd.Name)
+	return a.run(r, func(ctx context.Context) (outcome, error) {
+		g, err := a.createGroup.Handle(ctx, r.tenant, cmd, r.meta)
+		return groupOutcome(g), err
+	})
+}
+
+type patchGroupBody struct {
+	Description optional[string]              `json:"description"`
+	Attributes  optional[map[string][]string] `json:"attributes"`
+}
+
+func (a *api) patchGroup(c echo.Context) error {
+	r, err := a.begin(c, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var b patchGroupBody
+	if err := httpapi.DecodeJSON(c, &b); err != nil {
+		return err
+	}
+	cmd := commands.UpdateGroup{Name: c.Param("name"), Description: b.Description.ptr(), Attributes: b.Attributes.ptr()}
+	if b.Attributes.Null {
+		empty := map[string][]string{}
+		cmd.Attributes = &empty
+	}
+	return a.run(r, func(ctx context.Context) (outcome, error) {
+		g, err := a.updateGroup.Handle(ctx, r.tenant, cmd, r.meta)
+		return groupOutcome(g), err
+	})
+}
+
+func (a *api) deleteGroupRoute(c echo.Context) error {
+	r, err := a.begin(c, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
+		return err
+	}
+	return a.run(r, func(ctx context.Context) (outcome, error) {
+		v, err := a.deleteGroup.Handle(ctx, r.tenant, commands.DeleteGroup{Name: c.Param("name")}, r.meta)
+		return outcome{kind: events.KindGroup, version: v}, err
+	})
+}
+
+func (a *api) putMember(c echo.Context) error {
+	r, err := a.begin(c, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
+		return err
+	}
+	return a.run(r, func(ctx context.Context) (outcome, error) {
+		v, err := a.addMember.Handle(ctx, r.tenant, commands.AddMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
+		return outcome{kind: events.KindGroup, version: v}, err
+	})
+}
+
+func (a *api) deleteMember(c echo.Context) error {
+	r, err := a.begin(c, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
+		return err
+	}
+	return a.run(r, func(ctx context.Context) (outcome, error) {
+		v, err := a.removeMember.Handle(ctx, r.tenant, commands.RemoveMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
+		return outcome{kind: events.KindGroup, version: v}, err
+	})
+}
+
+func groupOutcome(g events.Group) outcome {
+	return outcome{kind: events.KindGroup, key: g.Key, version: g.Version, body: toGroupJSON(g)}
+}

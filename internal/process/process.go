@@ -1,0 +1,59 @@
+// Package process is the start-up plumbing the ssodir binaries share: the logger, the
+// secret box chosen by configuration, and the one-line error a failed start prints.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/secrets"
+)
+
+// NewLogger is a JSON logger on stderr at the configured level.
+func NewLogger(service string, level zapcore.Level) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(level)
+	cfg.OutputPaths = []string{"stderr"}
+	cfg.EncoderConfig.TimeKey = "time"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	log, err := cfg.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build logger: %w", err)
+	}
+	return log.With(zap.String("service", service)), nil
+}
+
+// NewSecrets is the secret box: AWS KMS when a key id is configured, else the local key.
+func NewSecrets(ctx context.Context, c config.Common, awsCfg aws.Config) (*secrets.Box, error) {
+	if c.KMSKeyID != "" {
+		return secrets.NewKMS(ctx, kms.NewFromConfig(awsCfg), c.KMSKeyID)
+	}
+	if c.SecretKey == nil {
+		return nil, errors.New("no secret key configured")
+	}
+	return secrets.NewLocal(c.SecretKey)
+}
+
+// OneLine folds an error (possibly joined from several) into one line.
+func OneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+// Exit prints err on one line, prefixed with the binary's name, and exits non-zero; nil
+// exits 0. It is the one place a binary exits.
+func Exit(name string, err error) {
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %s\n", name, OneLine(err))
+	os.Exit(1)
+}
