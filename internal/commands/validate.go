@@ -33,7 +33,9 @@ var (
 // problems collects field errors so a client learns everything wrong at once.
 type problems []apperr.FieldError
 
-func (p *problems) add(field, msg string) { *p = append(*p, apperr.FieldError{Field: field, Message: msg}) }
+func (p *problems) add(field, msg string) {
+	*p = append(*p, apperr.FieldError{Field: field, Message: msg})
+}
 
 func (p problems) err() error {
 	if len(p) == 0 {

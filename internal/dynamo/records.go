@@ -175,3 +175,6 @@ func getBool(item map[string]types.AttributeValue, name string) bool {
 	v, ok := item[name].(*types.AttributeValueMemberBOOL)
 	return ok && v.Value
 }
+
+// StringAttr is the string value of an item's attribute, "" when absent or not a string.
+func StringAttr(item map[string]types.AttributeValue, name string) string { return getS(item, name) }

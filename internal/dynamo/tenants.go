@@ -22,19 +22,24 @@ const (
 
 // Tenant is a tenant's row in `{p}_Config`.
 type Tenant struct {
-	SystemID        string `dynamodbav:"system_id"`
-	TenantID        string `dynamodbav:"tenant_id"`
-	Status          string `dynamodbav:"status"`
-	SSOType         string `dynamodbav:"sso_type"`
-	KeycloakURL     string `dynamodbav:"keycloak_url,omitempty"`
-	KeycloakRealm   string `dynamodbav:"keycloak_realm,omitempty"`
-	ClientID        string `dynamodbav:"client_id,omitempty"`
+	SystemID      string `dynamodbav:"system_id"`
+	TenantID      string `dynamodbav:"tenant_id"`
+	Status        string `dynamodbav:"status"`
+	SSOType       string `dynamodbav:"sso_type"`
+	KeycloakURL   string `dynamodbav:"keycloak_url,omitempty"`
+	KeycloakRealm string `dynamodbav:"keycloak_realm,omitempty"`
+	ClientID      string `dynamodbav:"client_id,omitempty"`
 	// ClientSecret is the ciphertext of the Keycloak client secret.
 	ClientSecret    string `dynamodbav:"client_secret,omitempty"`
 	OnDelete        string `dynamodbav:"on_delete,omitempty"`
 	CommandsTable   string `dynamodbav:"commands_table"`
 	UsersTable      string `dynamodbav:"users_table"`
 	ActivitiesTable string `dynamodbav:"activities_table"`
+	// NextUsersTable and NextActivitiesTable are set while a replay builds a new
+	// generation: the projector writes into them as well, so nothing is lost before the
+	// switch.
+	NextUsersTable      string `dynamodbav:"next_users_table,omitempty"`
+	NextActivitiesTable string `dynamodbav:"next_activities_table,omitempty"`
 	// Generation counts the read-table generations a replay has built.
 	Generation   int    `dynamodbav:"generation"`
 	ReplayNeeded bool   `dynamodbav:"replay_needed,omitempty"`
