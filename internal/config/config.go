@@ -173,6 +173,9 @@ type Projector struct {
 	Common
 	Addr              string
 	ActivityRetention time.Duration
+	// LeaseDuration is how long a silent process keeps its stream shards before another
+	// takes them over (SSO_STREAM_LEASE, default 10s).
+	LeaseDuration time.Duration
 }
 
 // LoadProjector reads Projector from env.
@@ -180,6 +183,10 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(false), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082")}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
+	c.LeaseDuration = r.duration("SSO_STREAM_LEASE", 10*time.Second)
+	if c.LeaseDuration < time.Second {
+		r.fail("SSO_STREAM_LEASE: must be at least 1s")
+	}
 	return c, r.err()
 }
 

@@ -278,6 +278,8 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username)), "member_id": str(m.Username),
 			"user_id": str(m.UserID), "added_at": at, "membership_rev": num(rev + 1),
+			// The group version of the addition lets a replay find its history record.
+			"group_version": num(c.Event.Version),
 		}}})
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey)), "group_key": str(m.GroupKey), "added_at": at,

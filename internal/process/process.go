@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"go.uber.org/zap"
@@ -20,12 +22,24 @@ import (
 
 // NewLogger is a JSON logger on stderr at the configured level.
 func NewLogger(service string, level zapcore.Level) (*zap.Logger, error) {
+	return NewLoggerTo(service, level, nil)
+}
+
+// NewLoggerTo is NewLogger writing to w instead of stderr (nil: stderr), so that tests can
+// read what a process logs.
+func NewLoggerTo(service string, level zapcore.Level, w io.Writer) (*zap.Logger, error) {
 	cfg := zap.NewProductionConfig()
 	cfg.Level = zap.NewAtomicLevelAt(level)
 	cfg.OutputPaths = []string{"stderr"}
 	cfg.EncoderConfig.TimeKey = "time"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	log, err := cfg.Build()
+	var opts []zap.Option
+	if w != nil {
+		opts = append(opts, zap.WrapCore(func(zapcore.Core) zapcore.Core {
+			return zapcore.NewCore(zapcore.NewJSONEncoder(cfg.EncoderConfig), zapcore.AddSync(w), cfg.Level)
+		}))
+	}
+	log, err := cfg.Build(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("build logger: %w", err)
 	}
@@ -56,4 +70,27 @@ func Exit(name string, err error) {
 	}
 	fmt.Fprintf(os.Stderr, "%s: %s\n", name, OneLine(err))
 	os.Exit(1)
+}
+
+// WatermillLogger adapts zap to watermill's logger.
+func WatermillLogger(log *zap.Logger) watermill.LoggerAdapter { return wmLogger{log: log} }
+
+type wmLogger struct{ log *zap.Logger }
+
+func fields(f watermill.LogFields) []zap.Field {
+	out := make([]zap.Field, 0, len(f))
+	for k, v := range f {
+		out = append(out, zap.Any(k, v))
+	}
+	return out
+}
+
+func (l wmLogger) Error(msg string, err error, f watermill.LogFields) {
+	l.log.Error(msg, append(fields(f), zap.Error(err))...)
+}
+func (l wmLogger) Info(msg string, f watermill.LogFields)  { l.log.Info(msg, fields(f)...) }
+func (l wmLogger) Debug(msg string, f watermill.LogFields) { l.log.Debug(msg, fields(f)...) }
+func (l wmLogger) Trace(msg string, f watermill.LogFields) { l.log.Debug(msg, fields(f)...) }
+func (l wmLogger) With(f watermill.LogFields) watermill.LoggerAdapter {
+	return wmLogger{log: l.log.With(fields(f)...)}
 }

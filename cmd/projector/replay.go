@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/projector"
+)
+
+func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error {
+	var dryRun, dropOld bool
+	system, tenant, err := tenantFlags("replay", args, stdout, func(fs *flag.FlagSet) {
+		fs.BoolVar(&dryRun, "dry-run", false, "report what would be built, write nothing")
+		fs.BoolVar(&dropOld, "drop-old", false, "delete the old tables after the switch")
+	})
+	if err != nil {
+		return err
+	}
+	if system == "" || tenant == "" {
+		return fmt.Errorf("replay: --system and --tenant are required")
+	}
+	r := projector.NewReplayer(a.clients.DB, a.names, a.tenants, a.projector, events.NewRegistry(), a.log)
+	opts := projector.ReplayOptions{DryRun: dryRun, DropOld: dropOld, Out: stdout}
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		opts.Progress = &barProgress{out: f}
+	} else {
+		opts.Progress = &lineProgress{out: stdout, every: 5 * time.Second}
+	}
+	start := time.Now()
+	rep, err := r.Run(ctx, system, tenant, opts)
+	if err != nil {
+		return err
+	}
+	if !dryRun {
+		secs := time.Since(start).Seconds()
+		fmt.Fprintf(stdout, "replay of %s/%s done in %.1fs (%.0f history records/s)\n", system, tenant, secs, float64(rep.HistoryRecords)/secs)
+	}
+	return nil
+}
+
+// barProgress draws a progress bar with counts, rate and ETA on a terminal.
+type barProgress struct {
+	out *os.File
+	bar *progressbar.ProgressBar
+}
+
+func (p *barProgress) Start(phase string, total int64) {
+	p.bar = progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(p.out), progressbar.OptionSetDescription(phase),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("items"),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.out) }))
+}
+func (p *barProgress) Add(n int) { _ = p.bar.Add(n) }
+func (p *barProgress) Finish()   { _ = p.bar.Finish() }
+
+// lineProgress prints a plain progress line every so often (logs, CI, pipes).
+type lineProgress struct {
+	mu             sync.Mutex
+	out            io.Writer
+	every          time.Duration
+	phase          string
+	total, done    int64
+	start, printed time.Time
+}
+
+func (p *lineProgress) Start(phase string, total int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.phase, p.total, p.done, p.start, p.printed = phase, total, 0, time.Now(), time.Now()
+}
+
+func (p *lineProgress) Add(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done += int64(n)
+	if time.Since(p.printed) >= p.every {
+		p.print()
+	}
+}
+
+func (p *lineProgress) Finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.print()
+}
+
+func (p *lineProgress) print() {
+	p.printed = time.Now()
+	rate := float64(p.done) / max(time.Since(p.start).Seconds(), 0.001)
+	line := fmt.Sprintf("%s: %d items, %.0f/s", p.phase, p.done, rate)
+	if p.total > 0 && rate > 0 && p.done < p.total {
+		line += fmt.Sprintf(", about %d of %d, ETA %s", p.done, p.total, time.Duration(float64(p.total-p.done)/rate*float64(time.Second)).Round(time.Second))
+	}
+	fmt.Fprintln(p.out, line)
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/process"
+	"github.com/ssodir/ssodir/internal/projections"
+	"github.com/ssodir/ssodir/internal/projector"
+	"github.com/ssodir/ssodir/internal/streams"
+)
+
+const usage = `usage:
+  projector                      run as a service until SIGTERM
+  projector replay --system S --tenant T [--dry-run] [--drop-old]
+                                 rebuild a tenant's views from its command log
+  projector dead-letters list    [--system S --tenant T]
+  projector dead-letters redrive [--system S --tenant T]
+  projector --help
+
+Environment: SSO_TABLE_PREFIX, SSO_PROJECTOR_ADDR (default 127.0.0.1:8082),
+SSO_ACTIVITY_RETENTION (default 2160h; 0 keeps forever), SSO_STREAM_LEASE (default
+10s: how long a silent process keeps its shards), SSO_LOG_LEVEL,
+AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
+`
+
+// consumer names the projector's leases, checkpoints and dead letters.
+const consumer = "projector"
+
+// topic is the watermill topic of command-log records; the Subscriber follows every
+// tenant's stream whatever the topic's name.
+const topic = "ssodir.user_commands"
+
+type listening func(addr string)
+
+// app is what every subcommand shares.
+type app struct {
+	cfg       config.Projector
+	log       *zap.Logger
+	clients   *dynamo.Clients
+	names     dynamo.Names
+	tenants   *dynamo.Tenants
+	handler   *projector.Handler
+	projector *projections.Projector
+}
+
+func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		_, err := io.WriteString(stdout, usage)
+		return err
+	}
+	cfg, err := config.LoadProjector(env)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log, err := process.NewLogger("projector", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}}
+	a.tenants = dynamo.NewTenants(clients.DB, a.names)
+	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention})
+	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
+
+	if len(args) == 0 {
+		return a.serve(ctx, onListen)
+	}
+	switch args[0] {
+	case "replay":
+		return a.replay(ctx, args[1:], stdout)
+	case "dead-letters":
+		return a.deadLetters(ctx, args[1:], stdout)
+	}
+	return fmt.Errorf("unknown command %q (see --help)", args[0])
+}
+
+func (a *app) leaseTable() string      { return a.names.Prefix + "_stream_leases" }
+func (a *app) deadLetterTable() string { return a.names.Prefix + "_dead_letters" }
+
+func (a *app) ensureTables(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := dynamo.EnsureTable(ctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())); err != nil {
+		return err
+	}
+	return streams.EnsureTables(ctx, a.clients.DB, a.leaseTable(), a.deadLetterTable())
+}
+
+func (a *app) serve(ctx context.Context, onListen listening) error {
+	if err := a.ensureTables(ctx); err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sub, err := streams.NewSubscriber(streams.Config{
+		Consumer:           consumer,
+		LeaseTable:         a.leaseTable(),
+		DeadLetterTable:    a.deadLetterTable(),
+		Source:             dynamo.NewTenantStreams(a.tenants),
+		Streams:            a.clients.Streams,
+		DB:                 a.clients.DB,
+		OnGap:              a.handler.OnGap,
+		Logger:             a.log,
+		Registerer:         reg,
+		TimestampAttribute: "recorded_at_ms",
+		LeaseDuration:      a.cfg.LeaseDuration,
+	})
+	if err != nil {
+		return err
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, process.WatermillLogger(a.log))
+	if err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	router.AddMiddleware(streams.FailureReason)
+	router.AddConsumerHandler("project", topic, sub, a.handler.HandleMessage)
+
+	e := httpapi.NewEcho(httpapi.Options{Log: a.log, Metrics: httpapi.NewMetrics(reg), Service: "projector"})
+	httpapi.RegisterProbes(e, func(ctx context.Context) error {
+		if err := dynamo.Ping(ctx, a.clients.DB, a.names.Config()); err != nil {
+			return err
+		}
+		return sub.Ready()
+	}, reg)
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	if onListen != nil {
+		onListen(ln.Addr().String())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- httpapi.Serve(ctx, e, ln, a.log) }()
+
+	// The router runs until ctx is done; closing it drains in-flight records, and the
+	// subscriber then writes final checkpoints and releases its leases.
+	routerErr := router.Run(ctx)
+	cancel()
+	closeErr := router.Close()
+	serveErr := <-served
+	if errors.Is(routerErr, context.Canceled) {
+		routerErr = nil
+	}
+	return errors.Join(routerErr, closeErr, serveErr)
+}
+
+// tenantFlags parses --system and --tenant (and extra flags) of a subcommand.
+func tenantFlags(name string, args []string, out io.Writer, extra func(*flag.FlagSet)) (system, tenant string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&system, "system", "", "system id")
+	fs.StringVar(&tenant, "tenant", "", "tenant id")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", "", err
+	}
+	if fs.NArg() > 0 {
+		return "", "", fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	if system == "" && tenant != "" {
+		return "", "", fmt.Errorf("%s: --tenant needs --system", name)
+	}
+	return system, tenant, nil
+}
+
+func (a *app) deadLetters(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "redrive") {
+		return errors.New("dead-letters: say list or redrive (see --help)")
+	}
+	system, tenant, err := tenantFlags("dead-letters "+args[0], args[1:], stdout, nil)
+	if err != nil {
+		return err
+	}
+	if err := a.ensureTables(ctx); err != nil {
+		return err
+	}
+	dl := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer)
+	filter := streams.DeadLetterFilter{System: system, Tenant: tenant}
+	if args[0] == "list" {
+		letters, err := dl.List(ctx, filter)
+		if err != nil {
+			return err
+		}
+		for _, d := range letters {
+			reason := d.Reason
+			if d.BlockedBehind != "" {
+				reason = "waiting behind " + d.BlockedBehind
+			}
+			fmt.Fprintf(stdout, "%s/%s\t%s\tseq %s\tattempts %d\t%s\t%s\n", d.System, d.Tenant, d.Aggregate,
+				d.SequenceNumber, d.Attempts, d.At.UTC().Format(time.RFC3339), reason)
+		}
+		fmt.Fprintf(stdout, "%d dead letter(s)\n", len(letters))
+		return nil
+	}
+	res, err := dl.Redrive(ctx, filter, a.handler.Apply)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "re-driven: %d applied, %d aggregate(s) still failing\n", res.Applied, len(res.Failed))
+	for _, f := range res.Failed {
+		fmt.Fprintf(stdout, "  %s/%s %s seq %s: %s\n", f.System, f.Tenant, f.Aggregate, f.SequenceNumber, f.Reason)
+	}
+	if len(res.Failed) > 0 {
+		return fmt.Errorf("%d aggregate(s) still failing", len(res.Failed))
+	}
+	return nil
+}

@@ -1,0 +1,483 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// Tables are the tables one tenant's projection writes. They are given per call, never
+// derived here, so that a replay can build fresh tables with the same code.
+type Tables struct {
+	Users      string
+	Activities string
+}
+
+func (t Tables) validate() error {
+	if t.Users == "" || t.Activities == "" {
+		return fmt.Errorf("projection tables not set (users %q, activities %q)", t.Users, t.Activities)
+	}
+	return nil
+}
+
+// DB is the part of the DynamoDB client the projector uses.
+type DB interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var _ DB = (*dynamodb.Client)(nil)
+
+// Options configure a Projector.
+type Options struct {
+	// Retention is how long activity items live (their `expires_at` TTL); 0 keeps them.
+	Retention time.Duration
+	// Concurrency bounds the parallel writes of ApplyBatch; 0 means 8.
+	Concurrency int
+	// Now stamps `updated_at` (projection time) on read items; nil means time.Now.
+	Now func() time.Time
+}
+
+// Projector applies events to a tenant's read and activity tables.
+type Projector struct {
+	db       DB
+	reducers map[events.Type]Reducer
+	// states are the reducers without the activity item, for ApplyStates.
+	states      map[events.Type]Reducer
+	concurrency int
+	now         func() time.Time
+}
+
+// New is a Projector with every reducer of NewReducers.
+func New(db DB, opts Options) *Projector {
+	p := &Projector{
+		db: db, reducers: NewReducers(opts.Retention), states: stateReducers(),
+		concurrency: opts.Concurrency, now: opts.Now,
+	}
+	if p.concurrency <= 0 {
+		// DynamoDB Local's writes saturate at about 8 concurrent callers
+		// (shared/DYNAMODB-LOCAL.md); beyond that requests only queue.
+		p.concurrency = 8
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	return p
+}
+
+// Effects are the writes e needs, without executing them.
+func (p *Projector) Effects(e events.Envelope) (Effects, error) { return reduce(p.reducers, e) }
+
+func reduce(reducers map[events.Type]Reducer, e events.Envelope) (Effects, error) {
+	r, ok := reducers[e.Type]
+	if !ok {
+		return Effects{}, fmt.Errorf("no projection for event type %q", e.Type)
+	}
+	return r(e)
+}
+
+// Apply projects one event. It is safe to call again with the same event, and with the
+// events of one aggregate in any order; an error leaves nothing that a retry cannot finish.
+func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	fx, err := p.Effects(e)
+	if err != nil {
+		return fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+	}
+	w := p.writer(t)
+	for _, u := range fx.Upserts {
+		if err := w.upsert(ctx, u); err != nil {
+			return err
+		}
+	}
+	if fx.MemberAdd != nil {
+		if err := w.addMember(ctx, *fx.MemberAdd); err != nil {
+			return err
+		}
+	}
+	if fx.UserCascade != nil {
+		if err := w.cascadeUser(ctx, *fx.UserCascade); err != nil {
+			return err
+		}
+	}
+	if fx.GroupCascade != nil {
+		if err := w.cascadeGroup(ctx, *fx.GroupCascade); err != nil {
+			return err
+		}
+	}
+	return w.putActivity(ctx, fx.Activity)
+}
+
+// ApplyBatch projects many events, e.g. a page of a replay, and leaves the tables as Apply
+// of each would. Activity items go out through BatchWriteItem; the conditional writes are
+// coalesced to the newest version per item (an older one could only lose its condition)
+// and run in parallel, since none of them depends on the order. On error some writes may
+// have happened: apply the same events again, together or one by one.
+func (p *Projector) ApplyBatch(ctx context.Context, t Tables, es []events.Envelope) error {
+	return p.applyBatch(ctx, t, es, p.reducers)
+}
+
+// ApplyStates is ApplyBatch for events a replay synthesises from the write model's state
+// items where the history records have expired: it writes the read table only, because
+// the activity of those events has expired with them (and they need no event id).
+func (p *Projector) ApplyStates(ctx context.Context, t Tables, es []events.Envelope) error {
+	return p.applyBatch(ctx, t, es, p.states)
+}
+
+func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelope, reducers map[events.Type]Reducer) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	var (
+		activities = map[string]Item{}
+		upserts    = map[string]Upsert{}
+		adds       = map[string]MemberAdd{}
+		users      = map[string]UserCascade{}
+		groups     = map[string]GroupCascade{}
+	)
+	for _, e := range es {
+		fx, err := reduce(reducers, e)
+		if err != nil {
+			return fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+		}
+		if fx.Activity != nil {
+			activities[itemKey(fx.Activity, "pk")] = fx.Activity
+		}
+		for _, u := range fx.Upserts {
+			k := itemKey(u.Item, "id")
+			if cur, ok := upserts[k]; !ok || u.Version > cur.Version {
+				upserts[k] = u
+			}
+		}
+		if m := fx.MemberAdd; m != nil {
+			k := m.GroupKey + "\x00" + m.Username
+			if cur, ok := adds[k]; !ok || m.Version > cur.Version {
+				adds[k] = *m
+			}
+		}
+		// Duplicates of a delete need one cascade; cascades of different deletes are kept
+		// apart, since each covers what its own delete removed.
+		if c := fx.UserCascade; c != nil {
+			users[fmt.Sprint(c.Username, "\x00", c.DeletedRev)] = *c
+		}
+		if c := fx.GroupCascade; c != nil {
+			groups[fmt.Sprint(c.GroupKey, "\x00", c.Version)] = *c
+		}
+	}
+	w := p.writer(t)
+	n := p.concurrency
+	if err := each(ctx, n, sorted(upserts), w.upsert); err != nil {
+		return err
+	}
+	if err := each(ctx, n, sorted(adds), w.addMember); err != nil {
+		return err
+	}
+	if err := each(ctx, n, sorted(users), w.cascadeUser); err != nil {
+		return err
+	}
+	if err := each(ctx, n, sorted(groups), w.cascadeGroup); err != nil {
+		return err
+	}
+	return each(ctx, n, slices.Collect(slices.Chunk(sorted(activities), maxBatchItems)), w.batchPutActivities)
+}
+
+func (p *Projector) writer(t Tables) writer {
+	return writer{db: p.db, tables: t, now: dynamo.FormatTime(p.now())}
+}
+
+// writer executes Effects against one pair of tables; now is the projection time stamped
+// into every read item it writes.
+type writer struct {
+	db     DB
+	tables Tables
+	now    string
+}
+
+// Condition of every versioned write: "only if newer".
+const ifNewer = "attribute_not_exists(#v) OR #v < :v"
+
+func (w writer) upsert(ctx context.Context, u Upsert) error {
+	_, err := w.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(w.tables.Users),
+		Item:                      w.stamped(u.Item),
+		ConditionExpression:       aws.String(ifNewer),
+		ExpressionAttributeNames:  map[string]string{"#v": "version"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(u.Version)},
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil // the stored item is already this version or newer
+	}
+	if err != nil {
+		return fmt.Errorf("upsert %s in %s: %w", itemKey(u.Item, "id"), w.tables.Users, err)
+	}
+	return nil
+}
+
+// addMember writes the live membership in one transaction with the guards on the group and
+// user configs, so a delete projected concurrently is either seen by the guard or sees the
+// membership in its cascade.
+func (w writer) addMember(ctx context.Context, m MemberAdd) error {
+	_, err := w.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName:                 aws.String(w.tables.Users),
+			Item:                      w.stamped(m.Live),
+			ConditionExpression:       aws.String(ifNewer),
+			ExpressionAttributeNames:  map[string]string{"#v": "version"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.Version)},
+		}},
+		// An absent config passes: its delete, if any, has not been projected, and its
+		// cascade will reach this membership.
+		{ConditionCheck: &types.ConditionCheck{
+			TableName:                 aws.String(w.tables.Users),
+			Key:                       configKey(dynamo.GroupID(m.GroupKey)),
+			ConditionExpression:       aws.String("attribute_not_exists(#d) OR #d < :v"),
+			ExpressionAttributeNames:  map[string]string{"#d": "last_deleted_version"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.Version)},
+		}},
+		{ConditionCheck: &types.ConditionCheck{
+			TableName:                 aws.String(w.tables.Users),
+			Key:                       configKey(dynamo.UserID(m.Username)),
+			ConditionExpression:       aws.String("attribute_not_exists(#d) OR #d < :r"),
+			ExpressionAttributeNames:  map[string]string{"#d": "deleted_membership_rev"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": num(m.MembershipRev)},
+		}},
+	}})
+	if err == nil {
+		return nil
+	}
+	failed, ok := conditionFailed(err)
+	if !ok {
+		return fmt.Errorf("add member %s to %s in %s: %w", m.Username, m.GroupKey, w.tables.Users, err)
+	}
+	if slices.Contains(failed, 0) {
+		return nil // the membership is already this version or newer
+	}
+	// A guard failed: a delete has overtaken this add. Write what that delete's cascade
+	// would have left of the live item, so the result does not depend on the order.
+	return w.upsert(ctx, Upsert{Item: m.Obsolete, Version: m.Version})
+}
+
+// flipToTombstone turns a live membership into its tombstone. The version stays, so that
+// a later membership event of the group still orders against it, and so that the result
+// equals MemberAdd.Obsolete.
+const flipToTombstone = "SET #del = :t, #upd = :now REMOVE #mid, #mof"
+
+// tombstoneMembership flips the membership id/sk if it is live and its attribute guard
+// compares to limit with op ("<" or "<="): only what the delete covers.
+func (w writer) tombstoneMembership(ctx context.Context, id, sk, guard, op string, limit int64) error {
+	_, err := w.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(w.tables.Users),
+		Key:              map[string]types.AttributeValue{"id": str(id), "sk": str(sk)},
+		UpdateExpression: aws.String(flipToTombstone),
+		// attribute_exists(member_id) also keeps UpdateItem from creating an item.
+		ConditionExpression: aws.String("attribute_exists(#mid) AND #g " + op + " :g"),
+		ExpressionAttributeNames: map[string]string{
+			"#del": "is_deleted", "#upd": "updated_at", "#mid": "member_id", "#mof": "member_of", "#g": guard,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t": &types.AttributeValueMemberBOOL{Value: true}, ":now": str(w.now), ":g": num(limit),
+		},
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil // not live, or newer than the delete
+	}
+	if err != nil {
+		return fmt.Errorf("tombstone membership %s/%s in %s: %w", id, sk, w.tables.Users, err)
+	}
+	return nil
+}
+
+// cascadeUser tombstones the user's live memberships from before the delete. Those in
+// c.Groups are addressed directly; UserGroupGSI finds the rest (memberships the write side
+// had already removed, whose member_removed is still to come).
+func (w writer) cascadeUser(ctx context.Context, c UserCascade) error {
+	ids := map[string]bool{}
+	for _, g := range c.Groups {
+		ids[dynamo.GroupID(g)] = true
+	}
+	pages := dynamodb.NewQueryPaginator(w.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(w.tables.Users),
+		IndexName:                 aws.String(dynamo.IndexUserGroup),
+		KeyConditionExpression:    aws.String("#m = :u"),
+		ProjectionExpression:      aws.String("#id"),
+		ExpressionAttributeNames:  map[string]string{"#m": "member_id", "#id": "id"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(c.Username)},
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list groups of %s in %s: %w", c.Username, w.tables.Users, err)
+		}
+		for _, it := range page.Items {
+			ids[dynamo.StringAttr(it, "id")] = true
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		if err := w.tombstoneMembership(ctx, id, dynamo.MemberSK(c.Username), "membership_rev", "<=", c.DeletedRev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cascadeGroup tombstones the group's live memberships older than the delete. The base
+// table partition is read strongly consistently, so it cannot miss a membership.
+func (w writer) cascadeGroup(ctx context.Context, c GroupCascade) error {
+	id := dynamo.GroupID(c.GroupKey)
+	pages := dynamodb.NewQueryPaginator(w.db, &dynamodb.QueryInput{
+		TableName:              aws.String(w.tables.Users),
+		ConsistentRead:         aws.Bool(true),
+		KeyConditionExpression: aws.String("#id = :id AND begins_with(#sk, :m)"),
+		FilterExpression:       aws.String("attribute_exists(#mid) AND #v < :v"),
+		ProjectionExpression:   aws.String("#sk"),
+		ExpressionAttributeNames: map[string]string{
+			"#id": "id", "#sk": "sk", "#mid": "member_id", "#v": "version",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":id": str(id), ":m": str(dynamo.MemberSK("")), ":v": num(c.Version),
+		},
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list members of %s in %s: %w", c.GroupKey, w.tables.Users, err)
+		}
+		for _, it := range page.Items {
+			if err := w.tombstoneMembership(ctx, id, dynamo.StringAttr(it, "sk"), "version", "<", c.Version); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w writer) putActivity(ctx context.Context, item Item) error {
+	_, err := w.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.tables.Activities), Item: item})
+	if err != nil {
+		return fmt.Errorf("put activity %s in %s: %w", itemKey(item, "pk"), w.tables.Activities, err)
+	}
+	return nil
+}
+
+// BatchWriteItem takes at most 25 requests, and none two for one key (ApplyBatch dedups).
+const (
+	maxBatchItems    = 25
+	maxBatchAttempts = 8
+)
+
+// batchPutActivities writes up to 25 activity items, retrying what DynamoDB leaves
+// unprocessed (under throttling) with exponential backoff.
+func (w writer) batchPutActivities(ctx context.Context, items []Item) error {
+	reqs := make([]types.WriteRequest, 0, len(items))
+	for _, it := range items {
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: it}})
+	}
+	pending := map[string][]types.WriteRequest{w.tables.Activities: reqs}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		out, err := w.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+		if err != nil {
+			return fmt.Errorf("batch put activities in %s: %w", w.tables.Activities, err)
+		}
+		if len(out.UnprocessedItems) == 0 {
+			return nil
+		}
+		pending = out.UnprocessedItems
+		if attempt == maxBatchAttempts {
+			return fmt.Errorf("batch put activities in %s: %d items unprocessed after %d attempts",
+				w.tables.Activities, len(pending[w.tables.Activities]), attempt)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// stamped is item with the projection time; the reducer's item stays untouched.
+func (w writer) stamped(item Item) Item {
+	out := maps.Clone(item)
+	out["updated_at"] = str(w.now)
+	return out
+}
+
+// conditionFailed reports whether err is a failed condition of the projector's own
+// conditional writes — an expected outcome, not a fault — and for a cancelled transaction
+// which of its items failed. A transaction cancelled for any other reason (a conflict,
+// throttling) is a fault for the caller to retry. This is the projector's only look at
+// SDK error types.
+func conditionFailed(err error) (failed []int, ok bool) {
+	if err == nil {
+		return nil, false
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, true
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, false
+	}
+	for i, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			failed = append(failed, i)
+		case "", "None":
+		default:
+			return nil, false
+		}
+	}
+	return failed, len(failed) > 0
+}
+
+// each runs f over items with at most n at a time, stopping at the first error.
+func each[T any](ctx context.Context, n int, items []T, f func(context.Context, T) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for _, it := range items {
+		g.Go(func() error { return f(ctx, it) })
+	}
+	return g.Wait()
+}
+
+// sorted lists m's values by key, so a batch always runs in the same order.
+func sorted[T any](m map[string]T) []T {
+	out := make([]T, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func configKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": str(id), "sk": str(dynamo.SKConfig)}
+}
+
+// itemKey is "<pk>/<sk>" of an item whose partition key is named pk.
+func itemKey(item Item, pk string) string {
+	return dynamo.StringAttr(item, pk) + "/" + dynamo.StringAttr(item, "sk")
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: fmt.Sprint(v)}
+}

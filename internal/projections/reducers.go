@@ -1,0 +1,419 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// Reducer turns one event into the writes it needs. It is pure: no I/O and no clock, so the
+// same event always gives the same Effects.
+type Reducer func(e events.Envelope) (Effects, error)
+
+// Effects are the writes one event needs; the Projector executes them.
+type Effects struct {
+	// Activity is the event's activity item (nil from the state-only reducers of
+	// ApplyStates). Its key is derived from the event, so it is written unconditionally
+	// and may go into a BatchWriteItem.
+	Activity Item
+	// Upserts are read-table items written only if their version is newer than the stored
+	// one: a conditional PutItem each, never batchable.
+	Upserts []Upsert
+	// MemberAdd is a membership that is written live only if no delete of its group or user
+	// has overtaken it; nil unless the event adds a member.
+	MemberAdd *MemberAdd
+	// UserCascade tombstones the memberships of a deleted user; nil unless the event
+	// deletes a user.
+	UserCascade *UserCascade
+	// GroupCascade tombstones the memberships of a deleted group; nil unless the event
+	// deletes a group.
+	GroupCascade *GroupCascade
+}
+
+// Upsert is a read-table item written only if Version is newer than the stored version.
+type Upsert struct {
+	Item    Item
+	Version int64
+}
+
+// MemberAdd writes Live if it is newer than the stored membership and neither the group
+// config's last_deleted_version has reached Version nor the user config's
+// deleted_membership_rev has reached MembershipRev; if one of them has, the add belongs to
+// a deleted incarnation and Obsolete — the tombstone a later delete would have made of
+// Live — is upserted instead.
+type MemberAdd struct {
+	GroupKey      string
+	Username      string
+	Version       int64
+	MembershipRev int64
+	Live          Item
+	Obsolete      Item
+}
+
+// UserCascade tombstones every live membership of Username whose membership_rev is at
+// most DeletedRev. Groups (from the event) are looked up directly, because UserGroupGSI is
+// eventually consistent and may not show a membership projected a moment ago.
+type UserCascade struct {
+	Username   string
+	DeletedRev int64
+	Groups     []string
+}
+
+// GroupCascade tombstones every live membership of GroupKey older than Version.
+type GroupCascade struct {
+	GroupKey string
+	Version  int64
+}
+
+// NewReducers is the projection of every event type: the read-table writes of
+// stateReducers plus the event's activity item. retention is the activity items' TTL
+// (0: keep forever).
+func NewReducers(retention time.Duration) map[events.Type]Reducer {
+	a := activity{retention: retention}
+	out := map[events.Type]Reducer{}
+	for t, r := range stateReducers() {
+		out[t] = a.with(r)
+	}
+	return out
+}
+
+// stateReducers declare what each event does to the read table.
+func stateReducers() map[events.Type]Reducer {
+	return map[events.Type]Reducer{
+		events.UserCreatedType:         reduceUser,
+		events.UserUpdatedType:         reduceUser,
+		events.UserPasswordChangedType: reduceUser,
+		events.UserDeactivatedType:     reduceUser,
+		events.UserActivatedType:       reduceUser,
+		events.UserDeletedType:         reduceUserDeleted,
+		events.GroupCreatedType:        reduceGroup,
+		events.GroupUpdatedType:        reduceGroup,
+		events.GroupDeletedType:        reduceGroupDeleted,
+		events.GroupMemberAddedType:    reduceMemberAdded,
+		events.GroupMemberRemovedType:  reduceMemberRemoved,
+	}
+}
+
+// reduceUser projects any event that leaves the user alive: its payload holds the full
+// state, so every one of them is the same upsert.
+func reduceUser(e events.Envelope) (Effects, error) {
+	u, err := userState(e)
+	if err != nil {
+		return Effects{}, err
+	}
+	cfgUpdated := formatTime(u.UpdatedAt)
+	v := UserView{
+		ID:                   dynamo.UserID(u.Username),
+		SK:                   dynamo.SKConfig,
+		Kind:                 string(events.KindUser),
+		UserID:               u.ID,
+		Username:             u.Username,
+		Email:                EmailKey(u.Email),
+		FirstName:            u.FirstName,
+		LastName:             u.LastName,
+		IsActive:             u.IsActive,
+		Attributes:           attributes(u.Attributes),
+		Version:              u.Version,
+		CreatedAt:            formatTime(u.CreatedAt),
+		ConfigUpdatedAt:      cfgUpdated,
+		DeletedMembershipRev: u.DeletedMembershipRev,
+		UpdatedSort:          UpdatedSort(cfgUpdated, u.Username),
+	}
+	if u.FirstName != "" {
+		v.FirstNameSort = NameSort(u.FirstName, u.Username)
+	}
+	if u.LastName != "" {
+		v.LastNameSort = NameSort(u.LastName, u.Username)
+	}
+	return upsert(v, u.Version)
+}
+
+func reduceUserDeleted(e events.Envelope) (Effects, error) {
+	p, ok := e.Payload.(*events.UserDeleted)
+	if !ok {
+		return Effects{}, payloadMismatch(e)
+	}
+	u, err := userState(e)
+	if err != nil {
+		return Effects{}, err
+	}
+	fx, err := upsert(UserView{
+		ID:                   dynamo.UserID(u.Username),
+		SK:                   dynamo.SKConfig,
+		Username:             u.Username,
+		Version:              u.Version,
+		ConfigUpdatedAt:      formatTime(u.UpdatedAt),
+		DeletedMembershipRev: u.DeletedMembershipRev,
+		IsDeleted:            true,
+	}, u.Version)
+	if err != nil {
+		return Effects{}, err
+	}
+	// Every membership add takes a revision of at least 1, so with 0 there is nothing to
+	// cascade over.
+	if u.DeletedMembershipRev > 0 {
+		fx.UserCascade = &UserCascade{Username: u.Username, DeletedRev: u.DeletedMembershipRev, Groups: p.Groups}
+	}
+	return fx, nil
+}
+
+func reduceGroup(e events.Envelope) (Effects, error) {
+	g, err := groupState(e)
+	if err != nil {
+		return Effects{}, err
+	}
+	return upsert(liveGroup(g), g.Version)
+}
+
+func reduceGroupDeleted(e events.Envelope) (Effects, error) {
+	g, err := groupState(e)
+	if err != nil {
+		return Effects{}, err
+	}
+	fx, err := upsert(GroupView{
+		ID:              dynamo.GroupID(g.Key),
+		SK:              dynamo.SKConfig,
+		Key:             g.Key,
+		Name:            g.Name,
+		Version:         g.Version,
+		ConfigUpdatedAt: formatTime(g.UpdatedAt),
+		// The member_added guard compares against this: it must cover this very delete even
+		// if the payload did not say so.
+		LastDeletedVersion: max(g.LastDeletedVersion, g.Version),
+		IsDeleted:          true,
+	}, g.Version)
+	if err != nil {
+		return Effects{}, err
+	}
+	fx.GroupCascade = &GroupCascade{GroupKey: g.Key, Version: g.Version}
+	return fx, nil
+}
+
+func reduceMemberAdded(e events.Envelope) (Effects, error) {
+	p, ok := e.Payload.(*events.GroupMemberAdded)
+	if !ok {
+		return Effects{}, payloadMismatch(e)
+	}
+	g, err := groupState(e)
+	if err != nil {
+		return Effects{}, err
+	}
+	if p.Username == "" || p.MembershipRev < 1 {
+		return Effects{}, fmt.Errorf("%s %s v%d: missing username or membership revision", e.Type, e.Key, e.Version)
+	}
+	fx, err := upsert(liveGroup(g), g.Version)
+	if err != nil {
+		return Effects{}, err
+	}
+	m := MembershipView{
+		ID:            dynamo.GroupID(g.Key),
+		SK:            dynamo.MemberSK(p.Username),
+		MemberID:      p.Username,
+		MemberOf:      g.Key,
+		Username:      p.Username,
+		GroupKey:      g.Key,
+		GroupName:     g.Name,
+		Version:       g.Version,
+		MembershipRev: p.MembershipRev,
+		AddedAt:       formatTime(e.OccurredAt),
+	}
+	live, err := marshal(m)
+	if err != nil {
+		return Effects{}, err
+	}
+	m.MemberID, m.MemberOf, m.IsDeleted = "", "", true
+	obsolete, err := marshal(m)
+	if err != nil {
+		return Effects{}, err
+	}
+	fx.MemberAdd = &MemberAdd{
+		GroupKey: g.Key, Username: p.Username, Version: g.Version, MembershipRev: p.MembershipRev,
+		Live: live, Obsolete: obsolete,
+	}
+	return fx, nil
+}
+
+func reduceMemberRemoved(e events.Envelope) (Effects, error) {
+	p, ok := e.Payload.(*events.GroupMemberRemoved)
+	if !ok {
+		return Effects{}, payloadMismatch(e)
+	}
+	g, err := groupState(e)
+	if err != nil {
+		return Effects{}, err
+	}
+	if p.Username == "" {
+		return Effects{}, fmt.Errorf("%s %s v%d: missing username", e.Type, e.Key, e.Version)
+	}
+	fx, err := upsert(liveGroup(g), g.Version)
+	if err != nil {
+		return Effects{}, err
+	}
+	// A removal needs no guard: a tombstone is right whatever was deleted meanwhile.
+	tomb, err := marshal(MembershipView{
+		ID:        dynamo.GroupID(g.Key),
+		SK:        dynamo.MemberSK(p.Username),
+		Username:  p.Username,
+		GroupKey:  g.Key,
+		GroupName: g.Name,
+		Version:   g.Version,
+		IsDeleted: true,
+	})
+	if err != nil {
+		return Effects{}, err
+	}
+	fx.Upserts = append(fx.Upserts, Upsert{Item: tomb, Version: g.Version})
+	return fx, nil
+}
+
+func liveGroup(g events.Group) GroupView {
+	cfgUpdated := formatTime(g.UpdatedAt)
+	return GroupView{
+		ID:                 dynamo.GroupID(g.Key),
+		SK:                 dynamo.SKConfig,
+		Kind:               string(events.KindGroup),
+		GroupID:            g.ID,
+		Key:                g.Key,
+		Name:               g.Name,
+		Description:        g.Description,
+		Attributes:         attributes(g.Attributes),
+		Version:            g.Version,
+		CreatedAt:          formatTime(g.CreatedAt),
+		ConfigUpdatedAt:    cfgUpdated,
+		LastDeletedVersion: g.LastDeletedVersion,
+		UpdatedSort:        UpdatedSort(cfgUpdated, g.Key),
+		NameSort:           g.Key,
+	}
+}
+
+func upsert(view any, version int64) (Effects, error) {
+	item, err := marshal(view)
+	if err != nil {
+		return Effects{}, err
+	}
+	return Effects{Upserts: []Upsert{{Item: item, Version: version}}}, nil
+}
+
+// userState is the user state an event carries, checked against the envelope: a record
+// whose payload disagrees with its own metadata is corrupt and must not be projected.
+func userState(e events.Envelope) (events.User, error) {
+	u, ok := events.UserState(e.Payload)
+	if !ok || e.Kind != events.KindUser || e.Payload.EventType() != e.Type {
+		return events.User{}, payloadMismatch(e)
+	}
+	if u.Username != e.Key || u.Version != e.Version {
+		return events.User{}, fmt.Errorf("%s %s v%d: payload is user %q v%d", e.Type, e.Key, e.Version, u.Username, u.Version)
+	}
+	return u, nil
+}
+
+func groupState(e events.Envelope) (events.Group, error) {
+	g, ok := events.GroupState(e.Payload)
+	if !ok || e.Kind != events.KindGroup || e.Payload.EventType() != e.Type {
+		return events.Group{}, payloadMismatch(e)
+	}
+	if g.Key != e.Key || g.Version != e.Version {
+		return events.Group{}, fmt.Errorf("%s %s v%d: payload is group %q v%d", e.Type, e.Key, e.Version, g.Key, g.Version)
+	}
+	return g, nil
+}
+
+func payloadMismatch(e events.Envelope) error {
+	if e.Payload == nil {
+		return fmt.Errorf("%s %s:%s v%d: no payload", e.Type, e.Kind, e.Key, e.Version)
+	}
+	return fmt.Errorf("%s %s:%s v%d: payload %T does not match", e.Type, e.Kind, e.Key, e.Version, e.Payload)
+}
+
+// attributes normalises an attribute map so that equal states give identical items: an
+// empty map is absent and a nil value list is an empty list (not NULL).
+func attributes(in map[string][]string) map[string][]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := maps.Clone(in)
+	for k, v := range out {
+		if v == nil {
+			out[k] = []string{}
+		}
+	}
+	return out
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return dynamo.FormatTime(t)
+}
+
+// activity builds the activity item every reducer adds.
+type activity struct{ retention time.Duration }
+
+func (a activity) with(r Reducer) Reducer {
+	return func(e events.Envelope) (Effects, error) {
+		fx, err := r(e)
+		if err != nil {
+			return Effects{}, err
+		}
+		if fx.Activity, err = a.item(e); err != nil {
+			return Effects{}, err
+		}
+		return fx, nil
+	}
+}
+
+func (a activity) item(e events.Envelope) (Item, error) {
+	if e.EventID == "" || e.OccurredAt.IsZero() {
+		return nil, fmt.Errorf("%s %s v%d: missing event id or time", e.Type, e.Entity(), e.Version)
+	}
+	changes, err := changeSet(e.Changes)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+	}
+	v := ActivityView{
+		PK:         EntityPK(e.Entity()),
+		SK:         ActivitySK(e.OccurredAt, e.EventID),
+		EventID:    e.EventID,
+		Type:       string(e.Type),
+		Entity:     e.Entity(),
+		Actor:      e.Actor,
+		OccurredAt: dynamo.FormatTime(e.OccurredAt),
+		Version:    e.Version,
+		Changes:    changes,
+		ActorPK:    ActorPK(e.Actor),
+		DayPK:      DayPK(e.OccurredAt),
+	}
+	if a.retention > 0 {
+		v.ExpiresAt = e.OccurredAt.Add(a.retention).Unix()
+	}
+	return marshal(v)
+}
+
+// changeSet is the JSON of a change set without any secret field. The write side never
+// records one, but the activity feed is shown to every reader of the tenant, so a
+// password that slipped into a change set must stop here. encoding/json sorts map keys,
+// so the same change set always gives the same string.
+func changeSet(ch map[string]events.Change) (string, error) {
+	clean := make(map[string]events.Change, len(ch))
+	for k, v := range ch {
+		if !isSecretField(k) {
+			clean[k] = v
+		}
+	}
+	b, err := json.Marshal(clean)
+	if err != nil {
+		return "", fmt.Errorf("encode changes: %w", err)
+	}
+	return string(b), nil
+}
+
+func isSecretField(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "password") || strings.Contains(n, "secret")
+}

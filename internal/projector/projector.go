@@ -1,0 +1,115 @@
+// Package projector is the projector process's logic: it turns stream records of the
+// command log into events and applies them with internal/projections to the tenant's
+// current read tables (and, while a replay builds a new generation, to those as well).
+package projector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/projections"
+	"github.com/ssodir/ssodir/internal/streams"
+)
+
+// tableCacheTTL bounds how long a tenant's table names are reused before the tenant row is
+// read again, so a replay's switch is followed without a restart.
+const tableCacheTTL = time.Second
+
+// Handler applies command-log stream records to read tables.
+type Handler struct {
+	tenants   *dynamo.Tenants
+	projector *projections.Projector
+	registry  *events.Registry
+	log       *zap.Logger
+
+	mu    sync.Mutex
+	cache map[string]cachedTables
+}
+
+type cachedTables struct {
+	targets []projections.Tables
+	at      time.Time
+}
+
+// NewHandler is the projector's record handler.
+func NewHandler(tenants *dynamo.Tenants, p *projections.Projector, reg *events.Registry, log *zap.Logger) *Handler {
+	return &Handler{tenants: tenants, projector: p, registry: reg, log: log, cache: map[string]cachedTables{}}
+}
+
+// HandleMessage is the watermill handler.
+func (h *Handler) HandleMessage(msg *message.Message) error {
+	rec, err := streams.DecodeRecord(msg)
+	if err != nil {
+		return fmt.Errorf("decode stream record: %w", err)
+	}
+	return h.Apply(msg.Context(), rec)
+}
+
+// Apply projects one stream record; records that are not new history records (state
+// items, guards, memberships, TTL expiry of history) carry nothing to project.
+func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
+	if rec.TTLDeletion || rec.EventName != streams.EventInsert {
+		return nil
+	}
+	if !isHistory(rec) {
+		return nil
+	}
+	env, err := dynamo.DecodeRecord(h.registry, rec.NewImage)
+	if err != nil {
+		return fmt.Errorf("decode history record of %s: %w", rec.Aggregate, err)
+	}
+	targets, err := h.Targets(ctx, rec.System, rec.Tenant)
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if err := h.projector.Apply(ctx, t, env); err != nil {
+			return fmt.Errorf("project %s v%d into %s: %w", env.Entity(), env.Version, t.Users, err)
+		}
+	}
+	return nil
+}
+
+func isHistory(rec streams.Record) bool {
+	return dynamo.IsHistorySK(dynamo.StringAttr(rec.Keys, "sk"))
+}
+
+// Targets are the tables a tenant's events go to now: the current generation, and the
+// one a replay is building.
+func (h *Handler) Targets(ctx context.Context, system, tenant string) ([]projections.Tables, error) {
+	key := system + "/" + tenant
+	h.mu.Lock()
+	c, ok := h.cache[key]
+	h.mu.Unlock()
+	if ok && time.Since(c.at) < tableCacheTTL {
+		return c.targets, nil
+	}
+	row, err := h.tenants.Get(ctx, system, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: %w", key, err)
+	}
+	targets := []projections.Tables{{Users: row.UsersTable, Activities: row.ActivitiesTable}}
+	if row.NextUsersTable != "" && row.NextActivitiesTable != "" {
+		targets = append(targets, projections.Tables{Users: row.NextUsersTable, Activities: row.NextActivitiesTable})
+	}
+	h.mu.Lock()
+	h.cache[key] = cachedTables{targets: targets, at: time.Now()}
+	h.mu.Unlock()
+	return targets, nil
+}
+
+// OnGap records that a tenant's views missed stream data and need a replay.
+func (h *Handler) OnGap(ctx context.Context, gap streams.Gap) error {
+	h.log.Error("stream data lost before it was applied: the tenant needs a replay",
+		zap.String("tenant", gap.Stream.System+"/"+gap.Stream.Tenant), zap.String("shard", gap.ShardID),
+		zap.String("after", gap.After), zap.String("reason", gap.Reason))
+	reason := fmt.Sprintf("stream gap on shard %s after %q: %s", gap.ShardID, gap.After, gap.Reason)
+	return h.tenants.MarkReplayNeeded(ctx, gap.Stream.System, gap.Stream.Tenant, reason)
+}

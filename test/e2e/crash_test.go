@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/projections"
+)
+
+// workload sends a mix of commands (creates, updates, deactivations, deletes and
+// re-creates, group changes, joins and leaves) with a few workers until n were accepted.
+func workload(t *testing.T, base string, n int, seed uint64) int64 {
+	t.Helper()
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for accepted.Load() < int64(n) {
+				u := fmt.Sprintf("u%d", rng.IntN(120))
+				g := fmt.Sprintf("Group %d", rng.IntN(12))
+				var r response
+				switch op := rng.IntN(10); op {
+				case 0, 1:
+					r = call(t, "POST", base+"/users", map[string]any{"username": u, "email": u + "@example.com",
+						"first_name": "F" + u, "last_name": "L" + strconv.Itoa(rng.IntN(50)), "password": "password-" + u})
+				case 2:
+					r = call(t, "PATCH", base+"/users/"+u, map[string]any{"last_name": "N" + strconv.Itoa(rng.IntN(50)),
+						"attributes": map[string][]string{"n": {strconv.Itoa(rng.IntN(9))}}})
+				case 3:
+					r = call(t, "POST", base+"/users/"+u+"/deactivate", nil)
+				case 4:
+					r = call(t, "DELETE", base+"/users/"+u, nil)
+				case 5:
+					r = call(t, "POST", base+"/groups", map[string]any{"name": g, "description": "d"})
+				case 6, 7:
+					r = call(t, "PUT", base+"/groups/"+escape(g)+"/members/"+u, nil)
+				case 8:
+					r = call(t, "DELETE", base+"/groups/"+escape(g)+"/members/"+u, nil)
+				case 9:
+					if rng.IntN(4) == 0 {
+						r = call(t, "DELETE", base+"/groups/"+escape(g), nil)
+					} else {
+						r = call(t, "PATCH", base+"/groups/"+escape(g), map[string]any{"description": "d" + strconv.Itoa(rng.IntN(99))})
+					}
+				}
+				switch {
+				case r.status >= 500:
+					t.Errorf("command answered %d: %s", r.status, r.body)
+					return
+				case r.status < 300:
+					accepted.Add(1)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	return accepted.Load()
+}
+
+func escape(s string) string {
+	out := ""
+	for _, r := range s {
+		if r == ' ' {
+			out += "%20"
+		} else {
+			out += string(r)
+		}
+	}
+	return out
+}
+
+// expectedViews builds the read model and activity feed from the command log alone, with
+// the projections package into fresh tables: what the live tables must equal.
+func expectedViews(t *testing.T, e *env, commandsTable string) (users, activities string, history int) {
+	t.Helper()
+	ctx := context.Background()
+	users, activities = e.prefix+"_expected_users", e.prefix+"_expected_activities"
+	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(users), dynamo.ActivitiesTable(activities)} {
+		if err := dynamo.EnsureTable(ctx, e.db, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := events.NewRegistry()
+	var es []events.Envelope
+	for _, it := range scan(t, e.db, commandsTable) {
+		if !dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
+			continue
+		}
+		env, err := dynamo.DecodeRecord(reg, it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, env)
+	}
+	p := projections.New(e.db, projections.Options{Retention: 2160 * time.Hour})
+	for start := 0; start < len(es); start += 200 {
+		if err := p.ApplyBatch(ctx, projections.Tables{Users: users, Activities: activities}, es[start:min(start+200, len(es))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return users, activities, len(es)
+}
+
+func count(t *testing.T, db *dynamodb.Client, table string) int {
+	t.Helper()
+	n := 0
+	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: &table, Select: types.SelectCount})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += int(page.Count)
+	}
+	return n
+}
+
+// TestProjectorSurvivesKills drives commands through the command API while projector
+// processes are killed with SIGKILL and restarted (two at once part of the time); at the
+// end the read tables equal a fresh build from the command log, and the activity feed has
+// exactly one item per event.
+func TestProjectorSurvivesKills(t *testing.T) {
+	e := newEnv(t)
+	api := e.start("command-api")
+	base := "http://" + api.addr + provision(t, api, "crash", "t1")
+	lease := "SSO_STREAM_LEASE=3s"
+
+	done := make(chan int64)
+	go func() { done <- workload(t, base, 2500, 7) }()
+
+	var live []*service
+	kills := 0
+	func() {
+		for round := 0; ; round++ {
+			select {
+			case n := <-done:
+				t.Logf("workload: %d commands accepted", n)
+				return
+			default:
+			}
+			live = append(live, e.start("projector", lease))
+			if round%2 == 1 {
+				live = append(live, e.start("projector", lease)) // two at once for a while
+			}
+			time.Sleep(time.Duration(800+round*150) * time.Millisecond)
+			for _, p := range live {
+				p.kill()
+				kills++
+			}
+			live = nil
+		}
+	}()
+	if kills < 3 {
+		t.Logf("only %d kills happened during the workload", kills)
+	}
+	final := e.start("projector", lease)
+	second := e.start("projector", lease)
+
+	commands := dynamo.Names{Prefix: e.prefix}.Commands("crash", "t1")
+	wantUsers, wantActivities, history := expectedViews(t, e, commands)
+	liveUsers := dynamo.Names{Prefix: e.prefix}.Users("crash", "t1", 0)
+	liveActivities := dynamo.Names{Prefix: e.prefix}.Activities("crash", "t1", 0)
+	want := snapshot(t, e.db, wantUsers)
+	wantAct := snapshot(t, e.db, wantActivities)
+	eventually(t, 90*time.Second, "the projectors to catch up", func() (bool, string) {
+		if n := count(t, e.db, liveActivities); n != history {
+			return false, fmt.Sprintf("%d activity items for %d events", n, history)
+		}
+		got := snapshot(t, e.db, liveUsers)
+		if d := diff(want, got); d != "" {
+			return false, "read model differs from a fresh build:\n" + d
+		}
+		return true, ""
+	})
+	if d := diff(wantAct, snapshot(t, e.db, liveActivities)); d != "" {
+		t.Errorf("activity feed differs from a fresh build:\n%s", d)
+	}
+	second.stop(t)
+	final.stop(t)
+	t.Logf("%d kills, %d events, %d read items", kills, history, len(want))
+}

@@ -1,0 +1,353 @@
+// Package e2e runs ssodir's real binaries as processes against DynamoDB Local: the
+// end-to-end, crash and replay tests of the whole system.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+)
+
+const token = "e2e-token"
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ssodir-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	build := exec.Command("go", "build", "-race", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build binaries:", err)
+		os.Exit(1)
+	}
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		l, err := dynamotest.Start(context.Background())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+			return
+		}
+		defer l.Stop()
+		local = l
+		code = m.Run()
+	}()
+	os.Exit(code)
+}
+
+var local *dynamotest.Local
+
+// env is one isolated ssodir installation: its own table prefix and secret key.
+type env struct {
+	t      *testing.T
+	prefix string
+	key    string
+	db     *dynamodb.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i*7 + 3)
+	}
+	return &env{t: t, prefix: dynamotest.UniqueName("e2e"), key: base64.StdEncoding.EncodeToString(key), db: local.DynamoDB()}
+}
+
+func (e *env) vars(extra ...string) []string {
+	return append(append(local.Env(),
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_BOOTSTRAP_TOKEN="+token,
+		"SSO_LOG_LEVEL=info", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
+}
+
+// service is a running binary.
+type service struct {
+	name string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR"}
+
+// start runs a binary and waits until /readyz answers 200.
+func (e *env) start(name string, extra ...string) *service {
+	e.t.Helper()
+	addr := freeAddr(e.t)
+	cmd := exec.Command(filepath.Join(binDir, name))
+	cmd.Env = e.vars(append(extra, addrVar[name]+"="+addr)...)
+	s := &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.logs.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+		}
+	}()
+	go func() { _ = cmd.Wait(); pw.Close(); close(s.done) }()
+	e.t.Cleanup(func() { s.kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			e.t.Fatalf("%s exited during start:\n%s", name, s.output())
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("%s not ready:\n%s", name, s.output())
+	return nil
+}
+
+func (s *service) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// kill ends the process with SIGKILL: nothing is drained, nothing released.
+func (s *service) kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// stop ends the process with SIGTERM and reports whether it exited 0.
+func (s *service) stop(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("%s did not stop on SIGTERM", s.name)
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM:\n%s", s.name, code, s.output())
+	}
+}
+
+// response is an HTTP answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+func call(t testing.TB, method, url string, body any, headers ...string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// provision makes a tenant through the command API.
+func provision(t *testing.T, api *service, system, tenant string) string {
+	t.Helper()
+	r := call(t, "POST", "http://"+api.addr+"/v1/systems/"+system+"/tenants", map[string]any{"tenant_id": tenant})
+	if r.status != 201 {
+		t.Fatalf("provision: %d %s", r.status, r.body)
+	}
+	return "/v1/systems/" + system + "/tenants/" + tenant
+}
+
+// scan reads a whole table (test inspection only).
+func scan(t *testing.T, db *dynamodb.Client, table string) []map[string]types.AttributeValue {
+	t.Helper()
+	var out []map[string]types.AttributeValue
+	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatalf("scan %s: %v", table, err)
+		}
+		out = append(out, page.Items...)
+	}
+	return out
+}
+
+// snapshot renders a read table's items as sorted canonical strings, without the
+// projection time (`updated_at`), which legitimately differs between two builds.
+func snapshot(t *testing.T, db *dynamodb.Client, table string, drop ...string) []string {
+	t.Helper()
+	var out []string
+	for _, it := range scan(t, db, table) {
+		m := map[string]any{}
+		for k, v := range it {
+			if k == "updated_at" || contains(drop, k) {
+				continue
+			}
+			m[k] = plain(v)
+		}
+		b, _ := json.Marshal(m)
+		out = append(out, string(b))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func plain(v types.AttributeValue) any {
+	switch x := v.(type) {
+	case *types.AttributeValueMemberS:
+		return x.Value
+	case *types.AttributeValueMemberN:
+		return "n:" + x.Value
+	case *types.AttributeValueMemberBOOL:
+		return x.Value
+	case *types.AttributeValueMemberNULL:
+		return nil
+	case *types.AttributeValueMemberL:
+		out := make([]any, len(x.Value))
+		for i, e := range x.Value {
+			out[i] = plain(e)
+		}
+		return out
+	case *types.AttributeValueMemberM:
+		out := map[string]any{}
+		for k, e := range x.Value {
+			out[k] = plain(e)
+		}
+		return out
+	case *types.AttributeValueMemberSS:
+		s := append([]string(nil), x.Value...)
+		sort.Strings(s)
+		return s
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// diff describes how two snapshots differ (first few lines).
+func diff(a, b []string) string {
+	ma, mb := map[string]bool{}, map[string]bool{}
+	for _, s := range a {
+		ma[s] = true
+	}
+	for _, s := range b {
+		mb[s] = true
+	}
+	var lines []string
+	for _, s := range a {
+		if !mb[s] {
+			lines = append(lines, "- "+s)
+		}
+	}
+	for _, s := range b {
+		if !ma[s] {
+			lines = append(lines, "+ "+s)
+		}
+	}
+	if len(lines) > 12 {
+		lines = append(lines[:12], fmt.Sprintf("… %d more", len(lines)-12))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// eventually retries cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s did not happen within %s: %s", what, timeout, last)
+}
