@@ -155,16 +155,29 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 	return c, r.err()
 }
 
-// QueryAPI is cmd/query-api's configuration. The secret key signs pagination cursors.
+// QueryAPI is cmd/query-api's configuration.
 type QueryAPI struct {
 	Common
 	HTTP
+	// CursorKey signs pagination cursors (SSO_CURSOR_KEY, base64, at least 32 bytes); nil
+	// means "derive it from SecretKey". Every instance must share it, so with only a KMS
+	// key configured it is required.
+	CursorKey []byte
 }
 
 // LoadQueryAPI reads QueryAPI from env.
 func LoadQueryAPI(env Env) (QueryAPI, error) {
 	r := &reader{env: env}
 	c := QueryAPI{Common: r.common(true), HTTP: r.http("SSO_QUERY_ADDR", "127.0.0.1:8081")}
+	if k := r.str("SSO_CURSOR_KEY", ""); k != "" {
+		key, err := base64.StdEncoding.DecodeString(k)
+		if err != nil || len(key) < 32 {
+			r.fail("SSO_CURSOR_KEY: must be at least 32 bytes, base64-encoded")
+		}
+		c.CursorKey = key
+	} else if c.SecretKey == nil && c.KMSKeyID != "" {
+		r.fail("SSO_CURSOR_KEY is required when only SSO_KMS_KEY_ID is set (cursors must verify on every instance)")
+	}
 	return c, r.err()
 }
 

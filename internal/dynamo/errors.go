@@ -64,3 +64,27 @@ func isUnavailable(err error) bool {
 	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
 		strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "EOF")
 }
+
+// ErrTableMissing marks an error caused by a table that does not exist (yet, or any more).
+var ErrTableMissing = errors.New("table missing")
+
+// TranslateRead classifies an error of a read for the read side: faults a client may
+// retry — throttling, an unreachable endpoint, a cancelled request, and a missing table
+// (dropped by a replay, or not yet created) — become apperr.Unavailable; a missing table
+// also matches ErrTableMissing. Anything else is returned unchanged.
+func TranslateRead(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := apperr.As(err); ok {
+		return err
+	}
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return apperr.Unavailable(errors.Join(ErrTableMissing, err), retryAfter)
+	}
+	if errors.Is(err, context.Canceled) {
+		return apperr.Unavailable(err, retryAfter)
+	}
+	return translate(err)
+}

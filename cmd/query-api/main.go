@@ -1,0 +1,20 @@
+// Command query-api serves ssodir's query API: paginated reads of each tenant's read tables.
+// It never writes.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/process"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, hooks{})
+	stop()
+	process.Exit("query-api", err)
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/auth"
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/openapi"
+	"github.com/ssodir/ssodir/internal/process"
+	"github.com/ssodir/ssodir/internal/queries"
+)
+
+const usage = `usage: query-api [--help]
+
+Serves ssodir's query API (API.md, "Query API") until SIGTERM. It only reads.
+
+Environment:
+  SSO_QUERY_ADDR            listen address (default 127.0.0.1:8081)
+  SSO_TABLE_PREFIX          table prefix (default mbcsso_dev)
+  SSO_SECRET_KEY            base64 32-byte key; query-api derives the key that signs
+                            pagination cursors from it (required by query-api)
+  SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
+  SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
+  SSO_CORS_ORIGINS          browser origins allowed to call the API
+  SSO_LOG_LEVEL             debug|info|warn|error (default info)
+  AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
+`
+
+// hooks let tests start the real service: learn the bound address (they listen on port 0)
+// and shorten the X-Min-Version wait. The zero value is production.
+type hooks struct {
+	onListen       func(addr string)
+	minVersionWait time.Duration
+}
+
+func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h hooks) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "--help", "-h", "help":
+			_, err := io.WriteString(stdout, usage)
+			return err
+		}
+		return fmt.Errorf("unknown argument %q (see --help)", args[0])
+	}
+	cfg, err := config.LoadQueryAPI(env)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log, err := process.NewLogger("query-api", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	if err != nil {
+		return err
+	}
+	names := dynamo.Names{Prefix: cfg.TablePrefix}
+	cursorKey := cfg.CursorKey
+	if cursorKey == nil {
+		cursorKey = queries.DeriveCursorKey(cfg.SecretKey)
+	}
+	svc, err := queries.New(clients.DB, names, cursorKey,
+		queries.Options{MinVersionWait: h.minVersionWait})
+	if err != nil {
+		return err
+	}
+	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
+		&http.Client{Timeout: 10 * time.Second}, log)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "query-api", CORSOrigins: cfg.CORSOrigins})
+	queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
+	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
+	openapi.Register(e)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if h.onListen != nil {
+		h.onListen(ln.Addr().String())
+	}
+	err = httpapi.Serve(ctx, e, ln, log)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	log.Info("stopped", zap.Error(err))
+	return err
+}

@@ -1,0 +1,392 @@
+package queries
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+)
+
+// Limits of API.md's "Query API" and "Objects".
+const (
+	DefaultLimit   = 50
+	MaxLimit       = 500
+	maxEmail       = 254
+	maxPrefix      = 255
+	maxUsername    = 128
+	maxGroupName   = 128
+	maxActor       = 255
+	dayLayout      = "2006-01-02"
+	paramLimit     = "limit"
+	paramCursor    = "cursor"
+	paramEmail     = "email"
+	paramLastName  = "last_name_prefix"
+	paramFirstName = "first_name_prefix"
+	paramOrder     = "order"
+	paramEntity    = "entity"
+	paramActor     = "actor"
+	paramDay       = "day"
+)
+
+// Order is the direction of the list of all users.
+type Order string
+
+const (
+	OrderUpdatedDesc Order = "updated_desc"
+	OrderUpdatedAsc  Order = "updated_asc"
+)
+
+// PageRequest is where a page starts and how long it is.
+type PageRequest struct {
+	// Limit is 1–MaxLimit; 0 means DefaultLimit.
+	Limit int
+	// Cursor is the next_cursor of the previous page; empty for the first.
+	Cursor string
+}
+
+func (p PageRequest) size() int {
+	if p.Limit == 0 {
+		return DefaultLimit
+	}
+	return p.Limit
+}
+
+func (p PageRequest) check() error {
+	if p.Limit < 0 || p.Limit > MaxLimit {
+		return apperr.InvalidField(paramLimit, "must be an integer from 1 to 500")
+	}
+	return nil
+}
+
+// UsersQuery selects the users list: by email, by a name prefix, or all by update time.
+// At most one of Email, LastNamePrefix and FirstNamePrefix is set; Order applies only to the
+// list of all users.
+type UsersQuery struct {
+	Email           string
+	LastNamePrefix  string
+	FirstNamePrefix string
+	Order           Order
+	Page            PageRequest
+}
+
+// normalize lower-cases the case-insensitive inputs and checks every one.
+func (q UsersQuery) normalize() (UsersQuery, error) {
+	var p problems
+	set := 0
+	if q.Email != "" {
+		set++
+		q.Email = strings.ToLower(strings.TrimSpace(q.Email))
+		// An address is ASCII in practice; bounding bytes also bounds what reaches DynamoDB.
+		if len(q.Email) > maxEmail {
+			p.add(paramEmail, "must be at most 254 characters")
+		} else {
+			p.text(paramEmail, q.Email, 1, maxEmail)
+		}
+	}
+	if q.LastNamePrefix != "" {
+		set++
+		p.text(paramLastName, q.LastNamePrefix, 1, maxPrefix)
+		q.LastNamePrefix = strings.ToLower(q.LastNamePrefix)
+	}
+	if q.FirstNamePrefix != "" {
+		set++
+		p.text(paramFirstName, q.FirstNamePrefix, 1, maxPrefix)
+		q.FirstNamePrefix = strings.ToLower(q.FirstNamePrefix)
+	}
+	if set > 1 {
+		p.add(paramEmail, "give at most one of email, last_name_prefix and first_name_prefix")
+	}
+	switch q.Order {
+	case "":
+		if set == 0 {
+			q.Order = OrderUpdatedDesc
+		}
+	case OrderUpdatedDesc, OrderUpdatedAsc:
+		if set > 0 {
+			p.add(paramOrder, "applies only to the list of all users; email and name prefix lists have a fixed order")
+		}
+	default:
+		p.add(paramOrder, "must be updated_desc or updated_asc")
+	}
+	if err := q.Page.check(); err != nil {
+		return q, err
+	}
+	return q, p.err()
+}
+
+// ActivityQuery selects the activity feed of one entity, one actor or one UTC day: exactly
+// one of Entity, Actor and Day is set.
+type ActivityQuery struct {
+	// Entity is "user:<username>" or "group:<name>".
+	Entity string
+	Actor  string
+	// Day is YYYY-MM-DD, a UTC day.
+	Day  string
+	Page PageRequest
+}
+
+func (q ActivityQuery) normalize() (ActivityQuery, error) {
+	var p problems
+	set := 0
+	if q.Entity != "" {
+		set++
+		kind, key, ok := strings.Cut(q.Entity, ":")
+		switch {
+		case !ok:
+			p.add(paramEntity, "must be user:<username> or group:<name>")
+		case kind == "user":
+			u, ok := NormalizeUsername(key)
+			if !ok {
+				p.add(paramEntity, "user:<username> needs a username of 1–128 characters of a-z, 0-9, '.', '_', '@', '-'")
+			}
+			q.Entity = "user:" + u
+		case kind == "group":
+			if !ValidGroupName(key) {
+				p.add(paramEntity, "group:<name> needs a name of 1–128 letters, digits, spaces, '.', '_', '-'")
+			}
+			q.Entity = "group:" + GroupKey(key)
+		default:
+			p.add(paramEntity, "must be user:<username> or group:<name>")
+		}
+	}
+	if q.Actor != "" {
+		set++
+		p.text(paramActor, q.Actor, 1, maxActor)
+	}
+	if q.Day != "" {
+		set++
+		if d, err := time.Parse(dayLayout, q.Day); err != nil || d.Format(dayLayout) != q.Day {
+			p.add(paramDay, "must be a date YYYY-MM-DD")
+		}
+	}
+	if set != 1 {
+		p.add(paramEntity, "give exactly one of entity, actor and day")
+	}
+	if err := q.Page.check(); err != nil {
+		return q, err
+	}
+	return q, p.err()
+}
+
+var (
+	usernameRE = regexp.MustCompile(`^[a-z0-9._@-]{1,128}$`)
+	idRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+)
+
+// ValidID reports whether s is a valid system or tenant id.
+func ValidID(s string) bool { return idRE.MatchString(s) }
+
+// NormalizeUsername lower-cases a username, as the command side does, and checks it.
+func NormalizeUsername(s string) (string, bool) {
+	if len(s) > 4*maxUsername {
+		return "", false
+	}
+	u := strings.ToLower(s)
+	return u, usernameRE.MatchString(u)
+}
+
+// ValidGroupName reports whether s is a valid group name (API.md "Objects").
+func ValidGroupName(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	n := utf8.RuneCountInString(s)
+	if n < 1 || n > maxGroupName || strings.TrimSpace(s) != s {
+		return false
+	}
+	for _, r := range s {
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == ' ' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// GroupKey is a group name's identity: its lower-cased form.
+func GroupKey(name string) string { return strings.ToLower(name) }
+
+// problems collects field errors so that a client learns everything wrong at once.
+type problems []apperr.FieldError
+
+func (p *problems) add(field, msg string) {
+	*p = append(*p, apperr.FieldError{Field: field, Message: msg})
+}
+
+// text checks a free-text parameter: valid UTF-8, min–max characters, no control
+// characters (stored names never hold any, and `\u0001` separates the name sort keys).
+func (p *problems) text(field, s string, minLen, maxLen int) {
+	if !utf8.ValidString(s) {
+		p.add(field, "must be valid UTF-8")
+		return
+	}
+	if n := utf8.RuneCountInString(s); n < minLen || n > maxLen {
+		p.add(field, "must be "+strconv.Itoa(minLen)+"–"+strconv.Itoa(maxLen)+" characters")
+		return
+	}
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		p.add(field, "must not contain control characters")
+	}
+}
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return apperr.Invalid("invalid query parameters", p...)
+}
+
+// ParseQuery parses a raw query string and refuses parameters outside allowed and
+// parameters given more than once: a misspelt filter must not silently list everything.
+func ParseQuery(rawQuery string, allowed ...string) (url.Values, error) {
+	v, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, apperr.Invalid("the query string is malformed")
+	}
+	var p problems
+	names := make([]string, 0, len(v))
+	for name := range v {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		switch {
+		case !slices.Contains(allowed, name):
+			p.add(printable(name), "unknown query parameter")
+		case len(v[name]) > 1:
+			p.add(name, "given more than once")
+		}
+	}
+	return v, p.err()
+}
+
+// printable keeps a client's unknown parameter name safe to echo back in a problem.
+func printable(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+}
+
+// ParsePageRequest reads limit and cursor.
+func ParsePageRequest(v url.Values) (PageRequest, error) {
+	var p PageRequest
+	if s, ok := one(v, paramLimit); ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLimit || strings.TrimLeft(s, "0123456789") != "" {
+			return p, apperr.InvalidField(paramLimit, "must be an integer from 1 to 500")
+		}
+		p.Limit = n
+	}
+	if s, ok := one(v, paramCursor); ok {
+		if s == "" {
+			return p, invalidCursor("must not be empty")
+		}
+		p.Cursor = s
+	}
+	return p, nil
+}
+
+// ParseUsersQuery reads the parameters of GET /users.
+func ParseUsersQuery(rawQuery string) (UsersQuery, error) {
+	v, err := ParseQuery(rawQuery, paramEmail, paramLastName, paramFirstName, paramOrder, paramLimit, paramCursor)
+	if err != nil {
+		return UsersQuery{}, err
+	}
+	var q UsersQuery
+	var p problems
+	for name, dst := range map[string]*string{paramEmail: &q.Email, paramLastName: &q.LastNamePrefix, paramFirstName: &q.FirstNamePrefix} {
+		if s, ok := one(v, name); ok {
+			if s == "" {
+				p.add(name, "must not be empty")
+			}
+			*dst = s
+		}
+	}
+	if s, ok := one(v, paramOrder); ok {
+		q.Order = Order(s)
+		if s == "" {
+			p.add(paramOrder, "must be updated_desc or updated_asc")
+		}
+	}
+	if err := p.err(); err != nil {
+		return q, err
+	}
+	if q.Page, err = ParsePageRequest(v); err != nil {
+		return q, err
+	}
+	return q.normalize()
+}
+
+// ParseListQuery reads the parameters of a list that takes only limit and cursor.
+func ParseListQuery(rawQuery string) (PageRequest, error) {
+	v, err := ParseQuery(rawQuery, paramLimit, paramCursor)
+	if err != nil {
+		return PageRequest{}, err
+	}
+	return ParsePageRequest(v)
+}
+
+// ParseActivityQuery reads the parameters of GET /activity.
+func ParseActivityQuery(rawQuery string) (ActivityQuery, error) {
+	v, err := ParseQuery(rawQuery, paramEntity, paramActor, paramDay, paramLimit, paramCursor)
+	if err != nil {
+		return ActivityQuery{}, err
+	}
+	var q ActivityQuery
+	var p problems
+	for name, dst := range map[string]*string{paramEntity: &q.Entity, paramActor: &q.Actor, paramDay: &q.Day} {
+		if s, ok := one(v, name); ok {
+			if s == "" {
+				p.add(name, "must not be empty")
+			}
+			*dst = s
+		}
+	}
+	if err := p.err(); err != nil {
+		return q, err
+	}
+	if q.Page, err = ParsePageRequest(v); err != nil {
+		return q, err
+	}
+	return q.normalize()
+}
+
+// ParseMinVersion reads X-Min-Version: absent (no values) is 0; anything but one positive
+// integer is invalid.
+func ParseMinVersion(values []string) (int64, error) {
+	if len(values) == 0 {
+		return 0, nil
+	}
+	bad := apperr.InvalidField("X-Min-Version", "must be one positive integer")
+	if len(values) > 1 {
+		return 0, bad
+	}
+	s := strings.TrimSpace(values[0])
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return 0, bad
+	}
+	return n, nil
+}
+
+func one(v url.Values, name string) (string, bool) {
+	vs, ok := v[name]
+	if !ok || len(vs) == 0 {
+		return "", false
+	}
+	return vs[0], true
+}

@@ -1,0 +1,531 @@
+package queries
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/projections"
+)
+
+// DefaultMinVersionWait is how long a read with X-Min-Version waits for the view (API.md).
+const DefaultMinVersionWait = 5 * time.Second
+
+// minVersionRetryAfter is the Retry-After of a read whose view did not catch up in time.
+const minVersionRetryAfter = time.Second
+
+// Polling for a minimum version starts fast, since the projector usually lags by
+// milliseconds, and backs off so that a long wait costs few reads.
+const (
+	firstPoll = 20 * time.Millisecond
+	maxPoll   = 250 * time.Millisecond
+)
+
+// Options tune a Service; the zero value is the production behaviour.
+type Options struct {
+	// MinVersionWait bounds X-Min-Version waits; 0 means DefaultMinVersionWait.
+	MinVersionWait time.Duration
+	// TenantTTL is how long a tenant row is cached; 0 means DefaultTenantTTL, and it is
+	// never more than MaxTenantTTL.
+	TenantTTL time.Duration
+}
+
+// Service answers the query API's reads.
+type Service struct {
+	db      DB
+	tenants *tenantCache
+	cursors cursors
+	minWait time.Duration
+}
+
+// New builds a Service over db, with the tables named by names. cursorKey signs cursors
+// (see DeriveCursorKey); it must be at least 32 bytes.
+func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, error) {
+	if len(cursorKey) < 32 {
+		return nil, errors.New("queries: the cursor key must be at least 32 bytes")
+	}
+	wait := opts.MinVersionWait
+	if wait <= 0 {
+		wait = DefaultMinVersionWait
+	}
+	return &Service{
+		db:      db,
+		tenants: newTenantCache(db, names.Config(), opts.TenantTTL),
+		cursors: cursors{key: append([]byte(nil), cursorKey...)},
+		minWait: wait,
+	}, nil
+}
+
+// Tenant is a tenant's public settings.
+func (s *Service) Tenant(ctx context.Context, system, tenant string) (Tenant, error) {
+	if !ValidID(system) || !ValidID(tenant) {
+		return Tenant{}, apperr.NotFound("tenant")
+	}
+	row, err := s.tenants.get(ctx, system, tenant)
+	if err != nil {
+		return Tenant{}, err
+	}
+	return tenantView(row), nil
+}
+
+// User is one user. With minVersion > 0 it waits until the view has reached that version.
+func (s *Service) User(ctx context.Context, system, tenant, username string, minVersion int64) (User, error) {
+	u, ok := NormalizeUsername(username)
+	if !ok {
+		return User{}, apperr.NotFound("user")
+	}
+	var item projections.UserView
+	err := s.read(ctx, system, tenant, "user", minVersion, func(ctx context.Context, t tables, consistent bool) (int64, bool, error) {
+		var found bool
+		var err error
+		item, found, err = s.getUser(ctx, t, u, consistent)
+		return item.Version, found, err
+	})
+	if err != nil {
+		return User{}, err
+	}
+	if item.IsDeleted {
+		return User{}, apperr.NotFound("user")
+	}
+	return userJSON(item), nil
+}
+
+// Group is one group, found by its name in any case. With minVersion > 0 it waits until the
+// view has reached that version.
+func (s *Service) Group(ctx context.Context, system, tenant, name string, minVersion int64) (Group, error) {
+	if !ValidGroupName(name) {
+		return Group{}, apperr.NotFound("group")
+	}
+	key := GroupKey(name)
+	var item projections.GroupView
+	err := s.read(ctx, system, tenant, "group", minVersion, func(ctx context.Context, t tables, consistent bool) (int64, bool, error) {
+		var found bool
+		var err error
+		item, found, err = s.getGroup(ctx, t, key, consistent)
+		return item.Version, found, err
+	})
+	if err != nil {
+		return Group{}, err
+	}
+	if item.IsDeleted {
+		return Group{}, apperr.NotFound("group")
+	}
+	return groupJSON(item), nil
+}
+
+// getter reads one view item: its version and whether it exists (a tombstone exists).
+type getter func(ctx context.Context, t tables, consistent bool) (version int64, found bool, err error)
+
+// read runs get once, or, with minVersion > 0, polls it with strongly consistent reads until
+// the item reaches minVersion or the wait is over. A tombstone at or above minVersion ends
+// the wait too (the caller answers 404).
+func (s *Service) read(ctx context.Context, system, tenant, what string, minVersion int64, get getter) error {
+	if minVersion <= 0 {
+		t, err := s.tables(ctx, system, tenant)
+		if err != nil {
+			return err
+		}
+		_, found, err := get(ctx, t, false)
+		if err != nil {
+			return s.fail(t, err)
+		}
+		if !found {
+			return apperr.NotFound(what)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(s.minWait)
+	delay := firstPoll
+	for {
+		t, err := s.tables(ctx, system, tenant)
+		if err != nil {
+			return err
+		}
+		v, found, err := get(ctx, t, true)
+		if err != nil {
+			return s.fail(t, err)
+		}
+		if found && v >= minVersion {
+			return nil
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return &apperr.Error{Kind: apperr.KindUnavailable, Code: apperr.CodeUnavailable,
+				Message:    fmt.Sprintf("the %s has not reached version %d yet, retry later", what, minVersion),
+				RetryAfter: minVersionRetryAfter}
+		}
+		timer := time.NewTimer(min(delay, remaining))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return apperr.Unavailable(ctx.Err(), minVersionRetryAfter)
+		case <-timer.C:
+		}
+		delay = min(2*delay, maxPoll)
+	}
+}
+
+// tables resolves a tenant's read tables; an id that cannot exist is an unknown tenant.
+func (s *Service) tables(ctx context.Context, system, tenant string) (tables, error) {
+	if !ValidID(system) || !ValidID(tenant) {
+		return tables{}, apperr.NotFound("tenant")
+	}
+	return s.tenants.readTables(ctx, system, tenant)
+}
+
+// fail forgets the tenant's cached row when one of its tables is gone, so that a replay's
+// switch is picked up by the next request instead of after the cache time.
+func (s *Service) fail(t tables, err error) error {
+	if errors.Is(err, dynamo.ErrTableMissing) {
+		s.tenants.forget(t.system, t.tenant)
+	}
+	return err
+}
+
+func (s *Service) getItem(ctx context.Context, table, id string, consistent bool) (map[string]types.AttributeValue, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            viewKey(id),
+		ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s from %s: %w", id, table, storageError(err))
+	}
+	return out.Item, nil
+}
+
+func (s *Service) getUser(ctx context.Context, t tables, username string, consistent bool) (projections.UserView, bool, error) {
+	raw, err := s.getItem(ctx, t.users, dynamo.UserID(username), consistent)
+	if err != nil || raw == nil {
+		return projections.UserView{}, false, err
+	}
+	u, err := projections.DecodeUser(raw)
+	return u, err == nil, err
+}
+
+func (s *Service) getGroup(ctx context.Context, t tables, key string, consistent bool) (projections.GroupView, bool, error) {
+	raw, err := s.getItem(ctx, t.users, dynamo.GroupID(key), consistent)
+	if err != nil || raw == nil {
+		return projections.GroupView{}, false, err
+	}
+	g, err := projections.DecodeGroup(raw)
+	return g, err == nil, err
+}
+
+func viewKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: id},
+		"sk": &types.AttributeValueMemberS{Value: dynamo.SKConfig},
+	}
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+// Users is a page of the users list q selects.
+func (s *Service) Users(ctx context.Context, system, tenant string, q UsersQuery) (Page[User], error) {
+	q, err := q.normalize()
+	if err != nil {
+		return Page[User]{}, err
+	}
+	t, err := s.tables(ctx, system, tenant)
+	if err != nil {
+		return Page[User]{}, err
+	}
+	var spec listSpec
+	switch {
+	case q.Email != "":
+		spec.id = listID{List: "users.email", Params: []string{q.Email}}
+		spec.table, spec.ascending = t.users, true
+		spec.index = dynamo.IndexUserEmail
+		spec.keyCond = "#h = :h AND #r = :r"
+		spec.names = map[string]string{"#h": "email", "#r": "sk"}
+		spec.values = map[string]types.AttributeValue{":h": str(projections.EmailKey(q.Email)), ":r": str(dynamo.SKConfig)}
+		spec.keyAttrs = indexKey("email", "sk")
+	case q.LastNamePrefix != "":
+		spec = namePrefixSpec(t, "users.last_name_prefix", dynamo.IndexUserLastName, "last_name_sort", q.LastNamePrefix)
+	case q.FirstNamePrefix != "":
+		spec = namePrefixSpec(t, "users.first_name_prefix", dynamo.IndexUserFirstName, "first_name_sort", q.FirstNamePrefix)
+	default:
+		spec.id = listID{List: "users.updated", Params: []string{string(q.Order)}}
+		spec.table = t.users
+		spec.index = dynamo.IndexUserUpdatedAt
+		spec.keyCond = "#h = :h"
+		spec.names = map[string]string{"#h": "kind"}
+		spec.values = map[string]types.AttributeValue{":h": str(kindUser)}
+		spec.ascending = q.Order == OrderUpdatedAsc
+		spec.keyAttrs = indexKey("kind", "updated_sort")
+	}
+	spec.id.System, spec.id.Tenant = system, tenant
+	page, err := runList(ctx, s.db, s.cursors, spec, q.Page, acceptUsers)
+	return page, s.fail(t, err)
+}
+
+// Values of the `kind` attribute, the partition key of the by-name and by-time indexes.
+const (
+	kindUser  = string(events.KindUser)
+	kindGroup = string(events.KindGroup)
+)
+
+func namePrefixSpec(t tables, list, index, sortAttr, prefix string) listSpec {
+	return listSpec{
+		id:        listID{List: list, Params: []string{prefix}},
+		table:     t.users,
+		index:     index,
+		keyCond:   "#h = :h AND begins_with(#r, :r)",
+		names:     map[string]string{"#h": "kind", "#r": sortAttr},
+		values:    map[string]types.AttributeValue{":h": str(kindUser), ":r": str(projections.NamePrefix(prefix))},
+		ascending: true,
+		keyAttrs:  indexKey("kind", sortAttr),
+	}
+}
+
+func acceptUsers(_ context.Context, raw []map[string]types.AttributeValue) ([]*User, error) {
+	out := make([]*User, len(raw))
+	for i, item := range raw {
+		u, err := projections.DecodeUser(item)
+		if err != nil {
+			return nil, err
+		}
+		// The indexes are sparse and tombstones carry no index keys; this only guards
+		// against a view written otherwise.
+		if u.IsDeleted || u.Username == "" {
+			continue
+		}
+		v := userJSON(u)
+		out[i] = &v
+	}
+	return out, nil
+}
+
+// Groups is a page of all groups, by name case-insensitively.
+func (s *Service) Groups(ctx context.Context, system, tenant string, p PageRequest) (Page[Group], error) {
+	if err := p.check(); err != nil {
+		return Page[Group]{}, err
+	}
+	t, err := s.tables(ctx, system, tenant)
+	if err != nil {
+		return Page[Group]{}, err
+	}
+	spec := listSpec{
+		id:        listID{System: system, Tenant: tenant, List: "groups"},
+		table:     t.users,
+		index:     dynamo.IndexGroupName,
+		keyCond:   "#h = :h",
+		names:     map[string]string{"#h": "kind"},
+		values:    map[string]types.AttributeValue{":h": str(kindGroup)},
+		ascending: true,
+		keyAttrs:  indexKey("kind", "name_sort"),
+	}
+	page, err := runList(ctx, s.db, s.cursors, spec, p, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*Group, error) {
+		out := make([]*Group, len(raw))
+		for i, item := range raw {
+			g, err := projections.DecodeGroup(item)
+			if err != nil {
+				return nil, err
+			}
+			if g.IsDeleted || g.Name == "" {
+				continue
+			}
+			v := groupJSON(g)
+			out[i] = &v
+		}
+		return out, nil
+	})
+	return page, s.fail(t, err)
+}
+
+// UserGroups is a page of the groups a user belongs to, by name case-insensitively.
+func (s *Service) UserGroups(ctx context.Context, system, tenant, username string, p PageRequest) (Page[Group], error) {
+	if err := p.check(); err != nil {
+		return Page[Group]{}, err
+	}
+	name, ok := NormalizeUsername(username)
+	if !ok {
+		return Page[Group]{}, apperr.NotFound("user")
+	}
+	t, err := s.tables(ctx, system, tenant)
+	if err != nil {
+		return Page[Group]{}, err
+	}
+	user, found, err := s.getUser(ctx, t, name, false)
+	if err != nil {
+		return Page[Group]{}, s.fail(t, err)
+	}
+	if !found || user.IsDeleted {
+		return Page[Group]{}, apperr.NotFound("user")
+	}
+	spec := listSpec{
+		id:        listID{System: system, Tenant: tenant, List: "users.groups", Params: []string{name}},
+		table:     t.users,
+		index:     dynamo.IndexUserGroup,
+		keyCond:   "#h = :h",
+		names:     map[string]string{"#h": "member_id"},
+		values:    map[string]types.AttributeValue{":h": str(name)},
+		ascending: true,
+		keyAttrs:  indexKey("member_id", "id"),
+	}
+	page, err := runList(ctx, s.db, s.cursors, spec, p, func(ctx context.Context, raw []map[string]types.AttributeValue) ([]*Group, error) {
+		members, err := decodeMembers(raw)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(members))
+		for i, m := range members {
+			ids[i] = dynamo.GroupID(m.GroupKey)
+		}
+		views, err := s.batchGet(ctx, t.users, ids)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*Group, len(members))
+		for i, m := range members {
+			item, ok := views[ids[i]]
+			if !ok {
+				continue
+			}
+			g, err := projections.DecodeGroup(item)
+			if err != nil {
+				return nil, err
+			}
+			if currentMembership(m, user, g) {
+				v := groupJSON(g)
+				out[i] = &v
+			}
+		}
+		return out, nil
+	})
+	return page, s.fail(t, err)
+}
+
+// GroupMembers is a page of a group's members, as users, by username.
+func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string, p PageRequest) (Page[User], error) {
+	if err := p.check(); err != nil {
+		return Page[User]{}, err
+	}
+	if !ValidGroupName(name) {
+		return Page[User]{}, apperr.NotFound("group")
+	}
+	key := GroupKey(name)
+	t, err := s.tables(ctx, system, tenant)
+	if err != nil {
+		return Page[User]{}, err
+	}
+	group, found, err := s.getGroup(ctx, t, key, false)
+	if err != nil {
+		return Page[User]{}, s.fail(t, err)
+	}
+	if !found || group.IsDeleted {
+		return Page[User]{}, apperr.NotFound("group")
+	}
+	spec := listSpec{
+		id:        listID{System: system, Tenant: tenant, List: "groups.members", Params: []string{key}},
+		table:     t.users,
+		index:     dynamo.IndexGroupMember,
+		keyCond:   "#h = :h",
+		names:     map[string]string{"#h": "member_of"},
+		values:    map[string]types.AttributeValue{":h": str(key)},
+		ascending: true,
+		keyAttrs:  indexKey("member_of", "member_id"),
+	}
+	page, err := runList(ctx, s.db, s.cursors, spec, p, func(ctx context.Context, raw []map[string]types.AttributeValue) ([]*User, error) {
+		members, err := decodeMembers(raw)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(members))
+		for i, m := range members {
+			ids[i] = dynamo.UserID(m.MemberID)
+		}
+		views, err := s.batchGet(ctx, t.users, ids)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*User, len(members))
+		for i, m := range members {
+			item, ok := views[ids[i]]
+			if !ok {
+				continue
+			}
+			u, err := projections.DecodeUser(item)
+			if err != nil {
+				return nil, err
+			}
+			if currentMembership(m, u, group) {
+				v := userJSON(u)
+				out[i] = &v
+			}
+		}
+		return out, nil
+	})
+	return page, s.fail(t, err)
+}
+
+func decodeMembers(raw []map[string]types.AttributeValue) ([]projections.MembershipView, error) {
+	members := make([]projections.MembershipView, len(raw))
+	for i, item := range raw {
+		m, err := projections.DecodeMembership(item)
+		if err != nil {
+			return nil, err
+		}
+		members[i] = m
+	}
+	return members, nil
+}
+
+// Activity is a page of the activity feed of one entity, actor or UTC day, newest first.
+func (s *Service) Activity(ctx context.Context, system, tenant string, q ActivityQuery) (Page[Activity], error) {
+	q, err := q.normalize()
+	if err != nil {
+		return Page[Activity]{}, err
+	}
+	t, err := s.tables(ctx, system, tenant)
+	if err != nil {
+		return Page[Activity]{}, err
+	}
+	spec := listSpec{table: t.activities, keyCond: "#h = :h"}
+	switch {
+	case q.Entity != "":
+		spec.id = listID{List: "activity.entity", Params: []string{q.Entity}}
+		spec.names = map[string]string{"#h": "pk"}
+		spec.values = map[string]types.AttributeValue{":h": str(projections.EntityPK(q.Entity))}
+		spec.keyAttrs = activitiesTableKey
+	case q.Actor != "":
+		spec.id = listID{List: "activity.actor", Params: []string{q.Actor}}
+		spec.index = dynamo.IndexActor
+		spec.names = map[string]string{"#h": "actor_pk"}
+		spec.values = map[string]types.AttributeValue{":h": str(projections.ActorPK(q.Actor))}
+		spec.keyAttrs = []string{"pk", "sk", "actor_pk"}
+	default:
+		spec.id = listID{List: "activity.day", Params: []string{q.Day}}
+		spec.index = dynamo.IndexDay
+		spec.names = map[string]string{"#h": "day_pk"}
+		day, _ := time.Parse(dayLayout, q.Day) // normalize checked it
+		spec.values = map[string]types.AttributeValue{":h": str(projections.DayPK(day))}
+		spec.keyAttrs = []string{"pk", "sk", "day_pk"}
+	}
+	spec.id.System, spec.id.Tenant = system, tenant
+	page, err := runList(ctx, s.db, s.cursors, spec, q.Page, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*Activity, error) {
+		out := make([]*Activity, len(raw))
+		for i, item := range raw {
+			a, err := projections.DecodeActivity(item)
+			if err != nil {
+				return nil, err
+			}
+			v, err := activityJSON(a)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = &v
+		}
+		return out, nil
+	})
+	return page, s.fail(t, err)
+}
