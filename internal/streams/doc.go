@@ -1,0 +1,122 @@
+// Package streams consumes DynamoDB streams as a watermill message.Subscriber, so that any
+// watermill handler can consume the directory's events. It is shared by cmd/projector and
+// cmd/keycloak-sync; each is a "consumer" with its own leases, checkpoints and dead
+// letters, and each may run as several processes that share the shards.
+//
+// # Use
+//
+//	streams.EnsureTables(ctx, db, prefix+"_stream_leases", prefix+"_stream_dead_letters")
+//	sub, err := streams.NewSubscriber(streams.Config{
+//		Consumer: "projector", LeaseTable: ..., DeadLetterTable: ...,
+//		Source: tenants, Streams: streamsClient, DB: dynamoClient,
+//		OnGap: markTenantForReplay, TimestampAttribute: "recorded_at_ms",
+//		Logger: log, Registerer: prometheus.DefaultRegisterer,
+//	})
+//	router.AddMiddleware(streams.FailureReason)
+//	router.AddConsumerHandler("projector", "user_commands", sub, func(msg *message.Message) error {
+//		rec, err := streams.DecodeRecord(msg)
+//		...
+//	})
+//
+// A message's payload is the Record as JSON (attribute values in DynamoDB's own lossless
+// JSON shape); DecodeRecord gives it back with dynamodb/types attribute values. The UUID is
+// derived from stream ARN and sequence number, so a redelivery has the same UUID. Metadata
+// carries system, tenant, table, stream, shard, sequence number, aggregate, event name,
+// attempt and, for TTL deletions, ttl_deletion=true.
+//
+// # Streams and shards
+//
+// The Source is polled every SourceInterval; a stream it no longer names is let go. Each
+// followed stream's shards are listed with DescribeStream and get a row in the lease table
+// with their parent. A shard may be read only once its parent is finished: its row says
+// SHARD_END, written when a reader got no next iterator from GetRecords (an empty page is
+// not the end), or the parent is neither listed nor known. What DescribeStream says about
+// a parent being open or closed is never trusted. A shard without a checkpoint is read from
+// TRIM_HORIZON; LATEST is never used.
+//
+// # Leases
+//
+// The lease table has one partition per consumer: a row per (stream, shard), and a
+// heartbeat row per live process whose counter the process bumps every LeaseDuration/5.
+// A process is dead to a peer when that peer has seen its counter stand still for
+// LeaseDuration on the peer's own clock, so clock skew does not matter. Every lease round
+// (also every LeaseDuration/5) a process reads the partition and:
+//   - stops at once, without writing, any shard whose row names another owner or token;
+//   - hands over (finish in-flight, checkpoint, release) a shard a peer asked for;
+//   - takes free shards, and shards of dead owners, up to ceil(eligible / live processes);
+//   - asks the busiest live peer for one shard if that peer holds two or more above it.
+//
+// Every write made under a lease (checkpoint, release, gap mark) is conditional on the row
+// still naming this owner and the token drawn when the lease was taken, so a process that
+// was paused and lost its lease can never move a checkpoint back; its first refused write
+// stops the shard. A process whose heartbeats fail for most of a lease stops its shards
+// itself. With the default 10s lease, a dead process's shards move within about 12s;
+// Close (or cancelling the Subscribe context) releases them for an immediate takeover.
+//
+// # Delivery, retries and checkpoints
+//
+// Records of one aggregate (the value of AggregateAttribute in the keys, "id" by default)
+// are delivered one at a time in shard order, and a child shard starts only after its
+// parent is finished, so an aggregate's order holds across splits. Records of different
+// aggregates are in flight together, up to MaxInFlight per process. A nacked record is
+// redelivered after a doubling backoff; after MaxAttempts deliveries it becomes a dead
+// letter with the reason the handler put on the message (SetFailureReason, or the
+// FailureReason middleware), and the shard moves on. While an aggregate has a dead letter
+// its later records are parked as dead letters too ("blocked behind <seq>") instead of
+// being applied; the dead-letter table is what blocks, so this survives restarts and
+// lease moves.
+//
+// The checkpoint is the sequence number up to which every record is acked or
+// dead-lettered; it is written every CheckpointInterval, at a shard's end, and on release.
+// Delivery is at least once: after a crash up to a CheckpointInterval of records (and a
+// zombie's last records) come again, so handlers must be idempotent, which the projector's
+// versioned upserts are.
+//
+// Expired iterators are replaced by one AFTER_SEQUENCE_NUMBER the last record read: records
+// read and not yet acked are held in memory and still gate the checkpoint, so nothing is
+// lost or delivered twice. Throttling, server errors and dropped connections are retried
+// with backoff on the same iterator.
+//
+// # Gaps
+//
+// TrimmedDataAccessException on a shard from which nothing has been read and which has no
+// checkpoint only means the iterator was taken while the shard was empty (DynamoDB Local
+// does this on new tables): a fresh TRIM_HORIZON iterator loses nothing. With a checkpoint
+// it means records after it were trimmed by the 24-hour retention, and so does a shard with
+// an unfinished checkpoint that no longer exists. Either is a gap: an error log, the
+// ssodir_stream_gaps_total metric, gap_after on the lease row, and Config.OnGap, which is
+// retried until it succeeds (the lead marks the tenant as needing a replay). Only then does
+// the shard go on with the oldest data still there.
+//
+// # Tables
+//
+// Lease table (pk consumer S, sk lease_key S; on demand):
+//
+//	lease_key "shard#<stream arn>#<shard id>": stream_arn, shard_id, parent_shard_id,
+//	    system_id, tenant_id, table_name, lease_owner, lease_token, handover_to,
+//	    checkpoint ("" | sequence number | "SHARD_END"), gap_after, gap_at, updated_at
+//	lease_key "owner#<owner id>": owner_id, heartbeat (N, bumped), heartbeat_at
+//
+// Rows of finished shards are deleted once the stream no longer lists them; heartbeat rows
+// are deleted at Close, or by a peer once the owner is dead and holds nothing.
+//
+// Dead-letter table (pk consumer S, sk entry_key S; on demand):
+//
+//	entry_key "<system>#<tenant>#<table>#<aggregate>#<sequence number, 0-padded to 40>"
+//	    ("#" and "%" in the parts are %-escaped), system_id, tenant_id, table_name,
+//	    stream_arn, shard_id, sequence_number, aggregate, attempts, reason,
+//	    blocked_behind, dead_lettered_at, record (JSON) or record_gz (gzip, above 300 KB),
+//	    redrive_failures
+//
+// so listing a system or tenant and re-driving an aggregate in order are each a Query.
+//
+// # Metrics
+//
+// ssodir_stream_records_total{consumer,system,tenant,event}, ssodir_stream_apply_seconds
+// {consumer}, ssodir_stream_lag_seconds{consumer,system,tenant} (apply time minus the
+// writer's TimestampAttribute, not the rounded stream time), ssodir_stream_iterator_age_seconds
+// {consumer,system,tenant}, ssodir_stream_leases_held{consumer},
+// ssodir_stream_dead_letters_total{consumer,system,tenant,kind},
+// ssodir_stream_dead_letters_parked{consumer,system,tenant}, ssodir_stream_gaps_total
+// {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind}.
+package streams

@@ -1,0 +1,110 @@
+package streams
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the ssodir_stream_* collectors. System and tenant are labels because a
+// tenant id is unique only within its system.
+type metrics struct {
+	records      *prometheus.CounterVec   // consumer, system, tenant, event
+	applySeconds *prometheus.HistogramVec // consumer
+	lagSeconds   *prometheus.GaugeVec     // consumer, system, tenant
+	iteratorAge  *prometheus.GaugeVec     // consumer, system, tenant
+	leasesHeld   *prometheus.GaugeVec     // consumer
+	deadLetters  *prometheus.CounterVec   // consumer, system, tenant, kind
+	parked       *prometheus.GaugeVec     // consumer, system, tenant
+	gaps         *prometheus.CounterVec   // consumer, system, tenant
+	readRetries  *prometheus.CounterVec   // consumer, kind
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ssodir_stream_records_total",
+			Help: "Stream records applied (acked by the handler), by event (INSERT, MODIFY, REMOVE, TTL_REMOVE).",
+		}, []string{"consumer", "system", "tenant", "event"}),
+		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ssodir_stream_apply_seconds",
+			Help:    "Time from delivering a record to its ack.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"consumer"}),
+		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ssodir_stream_lag_seconds",
+			Help: "Time from the writer's time stamp in the last applied record to its apply.",
+		}, []string{"consumer", "system", "tenant"}),
+		iteratorAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ssodir_stream_iterator_age_seconds",
+			Help: "Age (from the stream's approximate creation time) of the newest record read; 0 at the tip.",
+		}, []string{"consumer", "system", "tenant"}),
+		leasesHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ssodir_stream_leases_held",
+			Help: "Shard leases this process holds.",
+		}, []string{"consumer"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ssodir_stream_dead_letters_total",
+			Help: "Records written to the dead-letter table: kind failed (retries exhausted) or parked (behind a failed record of the same aggregate).",
+		}, []string{"consumer", "system", "tenant", "kind"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ssodir_stream_dead_letters_parked",
+			Help: "Dead letters stored for the streams this process follows, as last counted.",
+		}, []string{"consumer", "system", "tenant"}),
+		gaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ssodir_stream_gaps_total",
+			Help: "Shards whose checkpoint had fallen behind the stream's retention: data lost, the tenant needs a replay.",
+		}, []string{"consumer", "system", "tenant"}),
+		readRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ssodir_stream_read_retries_total",
+			Help: "Streams API calls retried, by kind (throttled, expired, trimmed, server, connection, other).",
+		}, []string{"consumer", "kind"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	// Several Subscribers in one process (projector and a re-drive, or tests) share the
+	// collectors instead of failing on a duplicate registration.
+	var err error
+	if m.records, err = register(reg, m.records); err != nil {
+		return nil, err
+	}
+	if m.applySeconds, err = register(reg, m.applySeconds); err != nil {
+		return nil, err
+	}
+	if m.lagSeconds, err = register(reg, m.lagSeconds); err != nil {
+		return nil, err
+	}
+	if m.iteratorAge, err = register(reg, m.iteratorAge); err != nil {
+		return nil, err
+	}
+	if m.leasesHeld, err = register(reg, m.leasesHeld); err != nil {
+		return nil, err
+	}
+	if m.deadLetters, err = register(reg, m.deadLetters); err != nil {
+		return nil, err
+	}
+	if m.parked, err = register(reg, m.parked); err != nil {
+		return nil, err
+	}
+	if m.gaps, err = register(reg, m.gaps); err != nil {
+		return nil, err
+	}
+	if m.readRetries, err = register(reg, m.readRetries); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}

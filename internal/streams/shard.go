@@ -1,0 +1,753 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"go.uber.org/zap"
+)
+
+// errStopping ends a retry loop because the worker is stopping.
+var errStopping = errors.New("shard worker stopping")
+
+// entry is one record on its way through a shard worker.
+type entry struct {
+	rec     Record
+	payload []byte
+	uuid    string
+	// poison is why the record could not be encoded; it becomes a dead letter untried.
+	poison   string
+	attempts int
+	done     bool // applied or dead-lettered
+	sentAt   time.Time
+}
+
+// page is what the reader hands the worker loop.
+type page struct {
+	entries []*entry
+	end     bool // the shard is closed and read to its end
+	gone    bool // the stream no longer exists: stop without finishing the shard
+	lost    bool // a conditional write found the lease gone
+}
+
+type result struct {
+	e      *entry
+	acked  bool
+	reason string
+}
+
+// shardWorker reads one leased shard and delivers its records: records of one aggregate
+// one at a time in shard order, records of different aggregates concurrently. Its loop
+// (run) owns all delivery state; a reader goroutine feeds it pages, and a goroutine per
+// delivered message reports the ack or nack.
+type shardWorker struct {
+	s       *Subscriber
+	st      *streamState
+	stream  Stream
+	shardID string
+	key     string
+	token   string
+	start   string // the checkpoint found when the lease was taken
+	log     *zap.Logger
+
+	graceful     chan struct{}
+	gracefulOnce sync.Once
+	deadline     atomic.Int64 // unix nanoseconds: stop waiting for in-flight messages
+	abandon      chan struct{}
+	abandonOnce  sync.Once
+	stopping     atomic.Bool
+	done         chan struct{}
+
+	pages   chan page
+	results chan result
+	retries chan *entry
+
+	// Owned by run.
+	checkpoint string // last written
+	lastDone   string // every record up to here is applied or dead-lettered
+	pending    []*entry
+	aggs       map[string][]*entry // waiting records per aggregate; the head is the one in play
+	ready      []*entry
+	inflight   int
+	haveSlot   bool
+	next       *message.Message
+	nextCancel context.CancelFunc
+	ended      bool
+}
+
+func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
+	start := r.Checkpoint
+	log := s.log.With(zap.String("stream", r.StreamARN), zap.String("shard", r.ShardID),
+		zap.String("system", st.System), zap.String("tenant", st.Tenant))
+	if start != "" && !validSeq(start) {
+		// Starting over from the oldest record re-applies, which idempotent handlers
+		// absorb; guessing a position could skip records.
+		log.Error("ignoring malformed checkpoint; reading the shard from its oldest record", zap.String("checkpoint", start))
+		start = ""
+	}
+	return &shardWorker{
+		s: s, st: st, stream: st.Stream, shardID: r.ShardID, key: r.key(), token: r.Token,
+		start: start, log: log,
+		graceful: make(chan struct{}), abandon: make(chan struct{}), done: make(chan struct{}),
+		pages: make(chan page), results: make(chan result), retries: make(chan *entry),
+		checkpoint: start, lastDone: start, aggs: map[string][]*entry{},
+	}
+}
+
+// stopGracefully asks the worker to stop reading, wait for its in-flight messages until
+// deadline, checkpoint and release the lease.
+func (w *shardWorker) stopGracefully(deadline time.Time) {
+	w.gracefulOnce.Do(func() {
+		w.deadline.Store(deadline.UnixNano())
+		w.stopping.Store(true)
+		close(w.graceful)
+	})
+}
+
+// abandonNow makes the worker stop at once without writing: the lease is someone else's.
+func (w *shardWorker) abandonNow() {
+	w.stopping.Store(true)
+	w.abandonOnce.Do(func() { close(w.abandon) })
+}
+
+func (w *shardWorker) isStopping() bool { return w.stopping.Load() }
+
+func (w *shardWorker) run() {
+	var (
+		finished bool
+		exitErr  error
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	readerCtx, stopReader := context.WithCancel(ctx)
+	readerDone := make(chan struct{})
+	defer func() {
+		stopReader()
+		cancel()
+		<-readerDone
+		w.discardNext()
+		close(w.done)
+		w.s.workerExited(w, finished, exitErr)
+	}()
+	go func() {
+		select {
+		case <-w.abandon:
+			cancel()
+		case <-w.done:
+		}
+	}()
+
+	w.log.Info("shard lease taken", zap.String("checkpoint", w.start))
+	// Which aggregates are blocked by dead letters must be known before the first
+	// delivery, or records that belong behind one would be applied. Read at every start:
+	// a shard changes hands only at a start (a lease move, or a child after its parent,
+	// whose dead letters another process may have written), and the stream's set here
+	// may predate them.
+	err := w.retryIO(ctx, "load dead letters", func(ctx context.Context) error {
+		return w.s.loadBlocked(ctx, w.st)
+	})
+	if err != nil {
+		close(readerDone)
+		if w.isAbandoned() {
+			return
+		}
+		exitErr = w.release()
+		return
+	}
+	go func() {
+		defer close(readerDone)
+		w.read(readerCtx)
+	}()
+
+	cp := time.NewTicker(w.s.cfg.CheckpointInterval)
+	defer cp.Stop()
+	graceful := w.graceful
+	var hardStop <-chan time.Time
+	maxPending := int(w.s.cfg.GetRecordsLimit)
+	for {
+		stopping := graceful == nil
+		if stopping && w.inflight == 0 {
+			break
+		}
+		if !stopping && w.ended && len(w.pending) == 0 {
+			done, err := w.finish(ctx)
+			if done || errors.Is(err, errLeaseLost) || w.isAbandoned() {
+				finished = done
+				return
+			}
+			// Asked to stop while finishing: release as of the last record instead.
+			graceful = nil
+			continue
+		}
+		var pages <-chan page
+		if !stopping && !w.ended && len(w.pending) < maxPending {
+			pages = w.pages
+		}
+		var slot chan<- struct{}
+		var out chan<- *message.Message
+		if !stopping && len(w.ready) > 0 {
+			if !w.haveSlot {
+				slot = w.s.sem
+			} else {
+				if w.next == nil {
+					w.prepare(w.ready[0])
+				}
+				out = w.s.out
+			}
+		}
+		select {
+		case p := <-pages:
+			switch {
+			case p.lost:
+				w.log.Warn("lease lost while reading; stopping the shard without writing")
+				return
+			case p.gone:
+				w.stopGracefully(time.Now().Add(w.s.cfg.ShutdownTimeout))
+			default:
+				w.accept(ctx, p)
+			}
+		case slot <- struct{}{}:
+			w.haveSlot = true
+		case out <- w.next:
+			w.sent()
+		case r := <-w.results:
+			w.handle(ctx, r, stopping)
+		case e := <-w.retries:
+			if !stopping {
+				w.ready = append(w.ready, e)
+			}
+		case <-cp.C:
+			if w.saveCheckpoint(ctx) {
+				return
+			}
+		case <-graceful:
+			graceful = nil
+			stopReader()
+			w.discardNext()
+			hardStop = time.After(time.Until(time.Unix(0, w.deadline.Load())))
+		case <-hardStop:
+			w.log.Warn("in-flight records not acked before the shutdown deadline; the next holder redelivers them",
+				zap.Int("in_flight", w.inflight))
+			exitErr = w.release()
+			return
+		case <-w.abandon:
+			return
+		}
+	}
+	exitErr = w.release()
+}
+
+func (w *shardWorker) isAbandoned() bool {
+	select {
+	case <-w.abandon:
+		return true
+	default:
+		return false
+	}
+}
+
+// prepare builds the message for e's next delivery and keeps it until the output channel
+// takes it.
+func (w *shardWorker) prepare(e *entry) {
+	e.attempts++
+	msg := message.NewMessage(e.uuid, e.payload)
+	msg.Metadata = recordMetadata(e.rec)
+	msg.Metadata.Set(MetaAttempt, strconv.Itoa(e.attempts))
+	ctx, cancel := context.WithCancel(w.s.msgBase)
+	msg.SetContext(ctx)
+	w.next, w.nextCancel = msg, cancel
+}
+
+// discardNext drops a prepared but unsent message and gives back its slot.
+func (w *shardWorker) discardNext() {
+	if w.next != nil {
+		w.nextCancel()
+		w.ready[0].attempts--
+		w.next, w.nextCancel = nil, nil
+	}
+	if w.haveSlot {
+		<-w.s.sem
+		w.haveSlot = false
+	}
+}
+
+func (w *shardWorker) sent() {
+	e := w.ready[0]
+	w.ready = w.ready[1:]
+	msg, cancel := w.next, w.nextCancel
+	w.next, w.nextCancel = nil, nil
+	w.haveSlot = false // the slot now travels with the message
+	w.inflight++
+	e.sentAt = time.Now()
+	go w.await(e, msg, cancel)
+}
+
+// await reports the handler's verdict on msg to the loop and frees its slot.
+func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.CancelFunc) {
+	var r result
+	select {
+	case <-msg.Acked():
+		r = result{e: e, acked: true}
+	case <-msg.Nacked():
+		// The handler set the reason before it nacked; the closed channel orders the read.
+		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason)}
+	case <-w.s.msgBase.Done():
+		cancel()
+		<-w.s.sem
+		return
+	}
+	cancel()
+	<-w.s.sem
+	select {
+	case w.results <- r:
+	case <-w.done:
+	}
+}
+
+func (w *shardWorker) accept(ctx context.Context, p page) {
+	for _, e := range p.entries {
+		w.pending = append(w.pending, e)
+		q := append(w.aggs[e.rec.Aggregate], e)
+		w.aggs[e.rec.Aggregate] = q
+		if len(q) == 1 {
+			w.makeReady(ctx, e)
+		}
+	}
+	if p.end {
+		w.ended = true
+	}
+}
+
+// makeReady puts the new head of an aggregate's queue in line for delivery, unless the
+// aggregate has a dead letter: then the record is parked behind it, keeping its order.
+func (w *shardWorker) makeReady(ctx context.Context, e *entry) {
+	if w.isStopping() {
+		return
+	}
+	agg := e.rec.Aggregate
+	if w.st.blockedBy(agg) {
+		// The set only ever over-approximates (a re-drive elsewhere may have emptied it),
+		// so a hit is confirmed against the table.
+		var first DeadLetter
+		var found bool
+		err := w.retryIO(ctx, "check dead letters", func(ctx context.Context) error {
+			var err error
+			first, found, err = w.s.dlq.firstOf(ctx, e.rec.System, e.rec.Tenant, e.rec.Table, agg)
+			return err
+		})
+		if err != nil {
+			return
+		}
+		if found {
+			w.deadLetter(ctx, e, "blocked behind "+first.SequenceNumber, first.SequenceNumber)
+			return
+		}
+		w.st.unblock(agg)
+		w.log.Info("aggregate has no dead letters left; delivering again", zap.String("aggregate", agg))
+	}
+	if e.poison != "" {
+		w.deadLetter(ctx, e, e.poison, "")
+		return
+	}
+	w.ready = append(w.ready, e)
+}
+
+func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
+	w.inflight--
+	e := r.e
+	if r.acked {
+		w.applied(e)
+		w.complete(ctx, e)
+		return
+	}
+	if stopping {
+		return // not retried: the next holder of the shard redelivers it
+	}
+	if e.attempts < w.s.cfg.MaxAttempts {
+		d := backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)
+		w.log.Debug("record nacked; redelivering", zap.String("sequence_number", e.rec.SequenceNumber),
+			zap.String("aggregate", e.rec.Aggregate), zap.Int("attempt", e.attempts), zap.Duration("backoff", d))
+		time.AfterFunc(d, func() {
+			select {
+			case w.retries <- e:
+			case <-w.done:
+			}
+		})
+		return
+	}
+	reason := r.reason
+	if reason == "" {
+		reason = fmt.Sprintf("handler nacked %d deliveries without giving a reason (use streams.FailureReason)", e.attempts)
+	}
+	w.deadLetter(ctx, e, reason, "")
+}
+
+// deadLetter stores e as a dead letter (failed, or parked behind another) and moves on.
+// If it cannot be stored before the worker stops, the record stays unapplied and the
+// checkpoint stays before it.
+func (w *shardWorker) deadLetter(ctx context.Context, e *entry, reason, behind string) {
+	dl := DeadLetter{
+		Consumer: w.s.cfg.Consumer, System: e.rec.System, Tenant: e.rec.Tenant, Table: e.rec.Table,
+		StreamARN: e.rec.StreamARN, ShardID: e.rec.ShardID, SequenceNumber: e.rec.SequenceNumber,
+		Aggregate: e.rec.Aggregate, Attempts: e.attempts, Reason: reason, BlockedBehind: behind,
+		At: time.Now(), Record: e.rec,
+	}
+	if err := w.retryIO(ctx, "store dead letter", func(ctx context.Context) error { return w.s.dlq.put(ctx, dl) }); err != nil {
+		return
+	}
+	fields := []zap.Field{zap.String("aggregate", dl.Aggregate), zap.String("sequence_number", dl.SequenceNumber),
+		zap.String("event_name", e.rec.EventName)}
+	kind := "parked"
+	if behind == "" {
+		kind = "failed"
+		w.st.block(dl.Aggregate, dl.SequenceNumber)
+		w.log.Error("record dead-lettered; later records of its aggregate are parked until it is re-driven",
+			append(fields, zap.Int("attempts", dl.Attempts), zap.String("reason", truncate(reason, 500)))...)
+	} else {
+		w.log.Warn("record parked behind a dead letter of its aggregate", append(fields, zap.String("blocked_behind", behind))...)
+	}
+	w.s.m.deadLetters.WithLabelValues(w.s.cfg.Consumer, dl.System, dl.Tenant, kind).Inc()
+	w.s.m.parked.WithLabelValues(w.s.cfg.Consumer, dl.System, dl.Tenant).Inc()
+	w.complete(ctx, e)
+}
+
+// complete marks e applied or dead-lettered, moves the checkpoint candidate over the
+// finished prefix of the shard and lets the aggregate's next record go.
+func (w *shardWorker) complete(ctx context.Context, e *entry) {
+	e.done = true
+	agg := e.rec.Aggregate
+	q := w.aggs[agg][1:]
+	if len(q) == 0 {
+		delete(w.aggs, agg)
+	} else {
+		w.aggs[agg] = q
+	}
+	for len(w.pending) > 0 && w.pending[0].done {
+		w.lastDone = w.pending[0].rec.SequenceNumber
+		w.pending[0] = nil
+		w.pending = w.pending[1:]
+	}
+	if len(q) > 0 {
+		w.makeReady(ctx, q[0])
+	}
+}
+
+func (w *shardWorker) applied(e *entry) {
+	m, c := w.s.m, w.s.cfg.Consumer
+	event := e.rec.EventName
+	if e.rec.TTLDeletion {
+		event = "TTL_REMOVE"
+	}
+	m.records.WithLabelValues(c, e.rec.System, e.rec.Tenant, event).Inc()
+	m.applySeconds.WithLabelValues(c).Observe(time.Since(e.sentAt).Seconds())
+	// A REMOVE carries only the old image, whose stamp is the previous write's time.
+	if t, ok := stampMillis(e.rec.NewImage, w.s.cfg.TimestampAttribute); ok {
+		m.lagSeconds.WithLabelValues(c, e.rec.System, e.rec.Tenant).Set(time.Since(t).Seconds())
+	}
+}
+
+// saveCheckpoint writes progress; it reports true when the lease turned out to be lost.
+func (w *shardWorker) saveCheckpoint(ctx context.Context) bool {
+	if w.lastDone == "" || w.lastDone == w.checkpoint {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := w.s.leases.checkpoint(cctx, w.stream.StreamARN, w.shardID, w.s.cfg.Owner, w.token, w.lastDone)
+	cancel()
+	switch {
+	case errors.Is(err, errLeaseLost):
+		w.log.Warn("checkpoint refused: another process holds the lease; stopping the shard without writing",
+			zap.String("sequence_number", w.lastDone))
+		return true
+	case err != nil:
+		if ctx.Err() == nil {
+			w.log.Warn("checkpoint failed; retrying at the next interval", zap.Error(err))
+		}
+		return false
+	}
+	w.checkpoint = w.lastDone
+	return false
+}
+
+// finish checkpoints the end of a closed shard, all its records done, and gives the
+// lease up; the children become eligible. It reports whether that was written.
+func (w *shardWorker) finish(ctx context.Context) (bool, error) {
+	err := w.retryIO(ctx, "finish shard", func(ctx context.Context) error {
+		return w.s.leases.release(ctx, w.stream.StreamARN, w.shardID, w.s.cfg.Owner, w.token, shardEnd)
+	})
+	switch {
+	case err == nil:
+		w.log.Info("shard finished", zap.String("last_sequence_number", w.lastDone))
+		return true, nil
+	case errors.Is(err, errLeaseLost):
+		w.log.Warn("lease lost before the shard's end could be checkpointed; its new holder finishes it")
+	}
+	return false, err
+}
+
+// release writes the last checkpoint and gives the lease up.
+func (w *shardWorker) release() error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	err := w.s.leases.release(ctx, w.stream.StreamARN, w.shardID, w.s.cfg.Owner, w.token, w.lastDone)
+	switch {
+	case errors.Is(err, errLeaseLost):
+		w.log.Warn("lease already taken over at release; nothing written")
+		return nil
+	case err != nil:
+		w.log.Error("release of lease failed; peers take it when our heartbeat row is gone", zap.Error(err))
+		return err
+	}
+	w.log.Info("shard lease released", zap.String("checkpoint", w.lastDone))
+	return nil
+}
+
+// retryIO runs fn until it succeeds, the lease is lost, or the worker stops.
+func (w *shardWorker) retryIO(ctx context.Context, what string, fn func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := fn(cctx)
+		cancel()
+		if err == nil || errors.Is(err, errLeaseLost) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.log.Warn(what+" failed; retrying", zap.Int("attempt", attempt), zap.Error(err))
+		t := time.NewTimer(backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-w.graceful:
+			t.Stop()
+			return errStopping
+		}
+	}
+}
+
+// read is the reader goroutine: it turns GetRecords pages into entries for the loop.
+//
+// Position: last is the sequence number of the last record handed to the loop (at first
+// the checkpoint). Records handed over are applied or dead-lettered before the checkpoint
+// passes them, so after an expired iterator reading resumes right after last: nothing is
+// lost and nothing is delivered twice.
+func (w *shardWorker) read(ctx context.Context) {
+	api, limit := w.s.cfg.Streams, w.s.cfg.GetRecordsLimit
+	last := w.start
+	fromHorizon := last == ""
+	var it string
+	failures := 0
+	retry := func(err error) bool {
+		failures++
+		kind := readErrorKind(err)
+		w.s.m.readRetries.WithLabelValues(w.s.cfg.Consumer, kind).Inc()
+		if kind != "throttled" || failures > 3 {
+			w.log.Warn("stream read failed; retrying", zap.String("kind", kind), zap.Int("attempt", failures), zap.Error(err))
+		}
+		return sleep(ctx, backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, failures))
+	}
+	for ctx.Err() == nil {
+		if it == "" {
+			in := &dynamodbstreams.GetShardIteratorInput{
+				StreamArn: aws.String(w.stream.StreamARN), ShardId: aws.String(w.shardID),
+				ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon,
+			}
+			if !fromHorizon {
+				in.ShardIteratorType = stypes.ShardIteratorTypeAfterSequenceNumber
+				in.SequenceNumber = aws.String(last)
+			}
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, err := api.GetShardIterator(cctx, in)
+			cancel()
+			switch {
+			case err == nil:
+				it = aws.ToString(out.ShardIterator)
+				if it == "" {
+					w.send(ctx, page{end: true})
+					return
+				}
+			case ctx.Err() != nil:
+				return
+			case isTrimmed(err) && !fromHorizon:
+				if !w.gap(ctx, last, "the checkpoint is older than the stream's retention") {
+					return
+				}
+				fromHorizon = true
+				continue
+			case isResourceNotFound(err):
+				w.shardGone(ctx, last)
+				return
+			default:
+				if !retry(err) {
+					return
+				}
+				continue
+			}
+		}
+
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := api.GetRecords(cctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(limit)})
+		cancel()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return
+			case isExpiredIterator(err):
+				w.s.m.readRetries.WithLabelValues(w.s.cfg.Consumer, "expired").Inc()
+				w.log.Info("shard iterator expired; resuming after the last record read", zap.String("sequence_number", last))
+				it = ""
+			case isTrimmed(err) && last == "":
+				// DynamoDB Local trap 2: an iterator taken while the shard was empty fails
+				// after the first write. Nothing of the shard was read, so starting again
+				// at the trim horizon loses nothing.
+				w.s.m.readRetries.WithLabelValues(w.s.cfg.Consumer, "trimmed").Inc()
+				it, fromHorizon = "", true
+				if !sleep(ctx, w.s.cfg.PollInterval) {
+					return
+				}
+			case isTrimmed(err):
+				if !w.gap(ctx, last, "records after the checkpoint were trimmed before they were read") {
+					return
+				}
+				it, fromHorizon = "", true
+			case isResourceNotFound(err):
+				w.shardGone(ctx, last)
+				return
+			default:
+				if !retry(err) {
+					return
+				}
+			}
+			continue
+		}
+		failures = 0
+
+		entries := w.entries(out.Records, last)
+		if len(entries) > 0 {
+			if !w.send(ctx, page{entries: entries}) {
+				return
+			}
+			lastRec := entries[len(entries)-1].rec
+			last, fromHorizon = lastRec.SequenceNumber, false
+			if !lastRec.ApproximateCreationDateTime.IsZero() {
+				w.s.m.iteratorAge.WithLabelValues(w.s.cfg.Consumer, w.stream.System, w.stream.Tenant).
+					Set(time.Since(lastRec.ApproximateCreationDateTime).Seconds())
+			}
+		}
+		// Only a missing next iterator ends a shard; an empty page does not, not even
+		// several in a row.
+		if out.NextShardIterator == nil || *out.NextShardIterator == "" {
+			w.send(ctx, page{end: true})
+			return
+		}
+		it = *out.NextShardIterator
+		if len(out.Records) == 0 && !sleep(ctx, w.s.cfg.PollInterval) {
+			return
+		}
+	}
+}
+
+// entries converts a page's records, dropping any at or before last (a resumed iterator
+// never repeats records, but a position is cheap to defend).
+func (w *shardWorker) entries(recs []stypes.Record, last string) []*entry {
+	out := make([]*entry, 0, len(recs))
+	for _, rec := range recs {
+		if rec.Dynamodb == nil || rec.Dynamodb.SequenceNumber == nil {
+			w.log.Error("stream record without a sequence number skipped", zap.String("event_id", aws.ToString(rec.EventID)))
+			continue
+		}
+		seq := *rec.Dynamodb.SequenceNumber
+		if last != "" && compareSeq(seq, last) <= 0 {
+			continue
+		}
+		last = seq
+		r, err := fromStreamRecord(w.stream, w.shardID, rec, w.s.cfg.AggregateAttribute)
+		e := &entry{rec: r, uuid: MessageUUID(w.stream.StreamARN, seq)}
+		if err == nil {
+			e.payload, err = json.Marshal(r)
+		}
+		if err != nil {
+			e.poison = "record cannot be encoded: " + err.Error()
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func (w *shardWorker) send(ctx context.Context, p page) bool {
+	select {
+	case w.pages <- p:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// gap reports records lost before they were applied: metric, error log, a mark on the
+// lease row and OnGap, retried until it succeeds. Only then may the shard move on.
+func (w *shardWorker) gap(ctx context.Context, after, reason string) bool {
+	w.s.m.gaps.WithLabelValues(w.s.cfg.Consumer, w.stream.System, w.stream.Tenant).Inc()
+	w.log.Error("stream records lost before they were applied; the tenant needs a replay",
+		zap.String("after_sequence_number", after), zap.String("reason", reason))
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := w.s.leases.markGap(cctx, w.stream.StreamARN, w.shardID, w.s.cfg.Owner, w.token, after)
+	cancel()
+	switch {
+	case errors.Is(err, errLeaseLost):
+		w.send(ctx, page{lost: true})
+		return false
+	case err != nil:
+		w.log.Warn("noting the gap on the lease row failed", zap.Error(err))
+	}
+	g := Gap{Stream: w.stream, ShardID: w.shardID, After: after, Reason: reason}
+	for attempt := 1; ; attempt++ {
+		err := w.s.cfg.OnGap(ctx, g)
+		if err == nil {
+			return true
+		}
+		w.log.Error("recording the gap failed; the shard waits until it is recorded", zap.Int("attempt", attempt), zap.Error(err))
+		if !sleep(ctx, backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, attempt)) {
+			return false
+		}
+	}
+}
+
+// shardGone handles a shard the service no longer knows. If the whole stream is gone
+// (table deleted, stream disabled) the shard is just let go. Otherwise the shard was
+// trimmed before it was read to its end: a gap, after which it counts as finished so its
+// children can start.
+func (w *shardWorker) shardGone(ctx context.Context, last string) {
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := w.s.cfg.Streams.DescribeStream(cctx, &dynamodbstreams.DescribeStreamInput{
+			StreamArn: aws.String(w.stream.StreamARN), Limit: aws.Int32(1),
+		})
+		cancel()
+		switch {
+		case err == nil:
+			if w.gap(ctx, last, "the shard was trimmed before it was read to its end") {
+				w.send(ctx, page{end: true})
+			}
+			return
+		case isResourceNotFound(err):
+			w.log.Warn("stream no longer exists; letting the shard go")
+			w.send(ctx, page{gone: true})
+			return
+		}
+		if !sleep(ctx, backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, attempt)) {
+			return
+		}
+	}
+}

@@ -1,0 +1,907 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// callTimeout bounds one AWS call, so a hung connection cannot stall a loop.
+const callTimeout = 10 * time.Second
+
+// Subscriber consumes DynamoDB streams as a watermill message.Subscriber. See the package
+// documentation for how it leases shards, orders, retries and checkpoints.
+type Subscriber struct {
+	cfg    Config
+	log    *zap.Logger
+	m      *metrics
+	leases *leaseStore
+	dlq    *DeadLetters
+
+	out chan *message.Message
+	// sem holds a token per message delivered and not yet acked or nacked.
+	sem chan struct{}
+
+	mu                sync.Mutex
+	subscribed        bool
+	closed            bool
+	streams           map[string]*streamState // by stream ARN
+	arnByTable        map[string]string       // streams the Source names by table only
+	rows              map[string]leaseRow     // last lease table snapshot, by lease key
+	workers           map[string]*shardWorker // by lease key
+	seen              map[string]ownerSeen    // heartbeat observations, by owner id
+	handoverRequested map[string]time.Time    // lease keys asked of their holders
+	closeErrs         []error
+
+	lastBeat atomic.Int64 // unix nanoseconds of the last successful heartbeat
+
+	stop       chan struct{} // closed when Close begins
+	syncNow    chan string   // stream ARNs to list at once (a shard ended)
+	loopCtx    context.Context
+	loopCancel context.CancelFunc
+	loops      sync.WaitGroup
+	workersWG  sync.WaitGroup
+	// msgBase is the parent of every message context. It does not end with the
+	// Subscribe context, so in-flight handlers can finish during a graceful stop; Close
+	// cancels it last.
+	msgBase   context.Context
+	msgCancel context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ message.Subscriber = (*Subscriber)(nil)
+
+type ownerSeen struct {
+	heartbeat int64
+	changed   time.Time
+}
+
+// streamState is what the Subscriber knows of one followed stream.
+type streamState struct {
+	Stream
+	// listed is the last DescribeStream result (shard → parent); nil until the first.
+	listed  map[string]string
+	removed bool // the Source no longer names it: let its shards go
+
+	blockMu       sync.Mutex
+	blocked       map[string]string // aggregate → sequence number of its first dead letter
+	blockedLoaded bool
+}
+
+// NewSubscriber checks cfg and prepares a Subscriber; nothing runs before Subscribe.
+func NewSubscriber(cfg Config) (*Subscriber, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("streams: register metrics: %w", err)
+	}
+	loopCtx, loopCancel := context.WithCancel(context.Background())
+	msgBase, msgCancel := context.WithCancel(context.Background())
+	return &Subscriber{
+		cfg:               cfg,
+		log:               cfg.Logger.With(zap.String("consumer", cfg.Consumer), zap.String("owner", cfg.Owner)),
+		m:                 m,
+		leases:            &leaseStore{db: cfg.DB, table: cfg.LeaseTable, consumer: cfg.Consumer},
+		dlq:               NewDeadLetters(cfg.DB, cfg.DeadLetterTable, cfg.Consumer),
+		out:               make(chan *message.Message),
+		sem:               make(chan struct{}, cfg.MaxInFlight),
+		streams:           map[string]*streamState{},
+		arnByTable:        map[string]string{},
+		rows:              map[string]leaseRow{},
+		workers:           map[string]*shardWorker{},
+		seen:              map[string]ownerSeen{},
+		handoverRequested: map[string]time.Time{},
+		stop:              make(chan struct{}),
+		syncNow:           make(chan string, 64),
+		loopCtx:           loopCtx,
+		loopCancel:        loopCancel,
+		msgBase:           msgBase,
+		msgCancel:         msgCancel,
+	}, nil
+}
+
+// DeadLetters is the consumer's dead-letter store.
+func (s *Subscriber) DeadLetters() *DeadLetters { return s.dlq }
+
+// Owner is this process's owner id in the lease table.
+func (s *Subscriber) Owner() string { return s.cfg.Owner }
+
+// Subscribe starts consuming and returns the channel of records. The topic only labels
+// the subscription: what is read comes from Config.Source, and leases and checkpoints
+// belong to Config.Consumer. A Subscriber can be subscribed once.
+//
+// Several messages are out at a time (up to MaxInFlight, never two of one aggregate), so
+// a consumer reading the channel directly must not wait for one ack before reading the
+// next; watermill's router handles each message in its own goroutine.
+//
+// When ctx ends the Subscriber stops as by Close.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, errors.New("streams: subscriber is closed")
+	case s.subscribed:
+		s.mu.Unlock()
+		return nil, errors.New("streams: subscriber is already subscribed")
+	}
+	s.subscribed = true
+	// Messages carry the values of ctx but not its end: in-flight handlers may finish
+	// after ctx is cancelled.
+	s.msgCancel()
+	s.msgBase, s.msgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.mu.Unlock()
+
+	// The first heartbeat is synchronous: peers count us before we hold anything, and a
+	// missing table or bad credentials fail here, not in a log.
+	hctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := s.leases.heartbeat(hctx, s.cfg.Owner)
+	cancel()
+	if err != nil {
+		s.mu.Lock()
+		s.subscribed = false
+		s.mu.Unlock()
+		return nil, fmt.Errorf("streams: subscribe %s: %w", topic, err)
+	}
+	s.lastBeat.Store(time.Now().UnixNano())
+	s.log.Info("stream subscriber started", zap.String("topic", topic))
+
+	s.loops.Add(3)
+	go s.heartbeatLoop()
+	go s.discoveryLoop()
+	go s.leaseLoop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+		case <-s.stop:
+		}
+	}()
+	return s.out, nil
+}
+
+// Close stops reading, waits (up to ShutdownTimeout) for in-flight messages to be acked or
+// nacked, writes final checkpoints, releases the leases so that another process takes the
+// shards over at once, and closes the output channel. Nacked in-flight records are not
+// retried: the next holder of the shard redelivers them.
+func (s *Subscriber) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
+	return s.closeErr
+}
+
+func (s *Subscriber) shutdown() error {
+	s.mu.Lock()
+	s.closed = true
+	subscribed := s.subscribed
+	msgCancel := s.msgCancel
+	s.mu.Unlock()
+	close(s.stop)
+	s.loopCancel()
+	if !subscribed {
+		msgCancel()
+		close(s.out)
+		return nil
+	}
+	s.loops.Wait()
+
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	s.mu.Lock()
+	for _, w := range s.workers {
+		w.stopGracefully(deadline)
+	}
+	s.mu.Unlock()
+	s.workersWG.Wait()
+
+	// Deleting our heartbeat row last lets peers take at once any lease whose release
+	// failed above.
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	err := s.leases.deleteOwner(ctx, s.cfg.Owner, -1)
+	msgCancel()
+	close(s.out)
+
+	s.mu.Lock()
+	errs := append(s.closeErrs, err)
+	s.mu.Unlock()
+	s.log.Info("stream subscriber stopped")
+	return errors.Join(errs...)
+}
+
+// Ready reports whether the Subscriber is running and its heartbeats get through; a
+// process that cannot heartbeat is about to lose its leases. For /readyz.
+func (s *Subscriber) Ready() error {
+	s.mu.Lock()
+	subscribed, closed := s.subscribed, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("stream subscriber closed")
+	case !subscribed:
+		return errors.New("stream subscriber not started")
+	}
+	if age := time.Since(time.Unix(0, s.lastBeat.Load())); age > s.cfg.LeaseDuration {
+		return fmt.Errorf("stream subscriber: no heartbeat for %s", age.Round(time.Millisecond))
+	}
+	return nil
+}
+
+func (s *Subscriber) heartbeatLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.cfg.leaseTick())
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		// A slow beat still counts if it lands well within the lease; ticks missed
+		// meanwhile are dropped by the ticker.
+		ctx, cancel := context.WithTimeout(s.loopCtx, s.cfg.LeaseDuration/2)
+		err := s.leases.heartbeat(ctx, s.cfg.Owner)
+		cancel()
+		if err != nil {
+			if s.loopCtx.Err() == nil {
+				s.log.Warn("heartbeat failed", zap.Error(err))
+			}
+			continue
+		}
+		s.lastBeat.Store(time.Now().UnixNano())
+	}
+}
+
+// fenced reports whether our heartbeats have failed for so long that peers may already
+// take our leases: then we stop our shards rather than race the new holders.
+func (s *Subscriber) fenced() bool {
+	return time.Since(time.Unix(0, s.lastBeat.Load())) > s.cfg.LeaseDuration-s.cfg.leaseTick()
+}
+
+func (s *Subscriber) discoveryLoop() {
+	defer s.loops.Done()
+	ctx := s.loopCtx
+	s.pollSource(ctx)
+	src := time.NewTicker(s.cfg.SourceInterval)
+	defer src.Stop()
+	sync := time.NewTicker(s.cfg.ShardSyncInterval)
+	defer sync.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-src.C:
+			s.pollSource(ctx)
+		case <-sync.C:
+			for _, arn := range s.streamsToSync() {
+				s.syncStream(ctx, arn)
+			}
+		case arn := <-s.syncNow:
+			s.syncStream(ctx, arn)
+		}
+	}
+}
+
+// streamsToSync picks the streams this process lists in a periodic sync: those it reads,
+// those nobody alive reads, and those it has never listed. A stream read by a live peer is
+// that peer's to list; DescribeStream allows only 10 calls per second per account.
+func (s *Subscriber) streamsToSync() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	peer := map[string]bool{}
+	for _, r := range s.rows {
+		if r.Owner != "" && r.Owner != s.cfg.Owner && s.aliveLocked(r.Owner, now) {
+			peer[r.StreamARN] = true
+		}
+	}
+	var arns []string
+	for arn, st := range s.streams {
+		if st.listed == nil || !peer[arn] || s.hasWorkersLocked(arn) {
+			arns = append(arns, arn)
+		}
+	}
+	return arns
+}
+
+// aliveLocked reports whether an owner's heartbeat has moved within the lease duration,
+// as observed by this process.
+func (s *Subscriber) aliveLocked(id string, now time.Time) bool {
+	if id == s.cfg.Owner {
+		return true
+	}
+	o, ok := s.seen[id]
+	return ok && now.Sub(o.changed) < s.cfg.LeaseDuration
+}
+
+// requestSync asks the discovery loop to list a stream's shards now.
+func (s *Subscriber) requestSync(arn string) {
+	select {
+	case s.syncNow <- arn:
+	default: // a full queue will be drained by the periodic sync anyway
+	}
+}
+
+func (s *Subscriber) pollSource(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	list, err := s.cfg.Source.Streams(sctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("list streams from source failed; keeping the current set", zap.Error(err))
+		}
+		return
+	}
+	desired := map[string]Stream{}
+	for _, st := range list {
+		if st.StreamARN == "" {
+			s.mu.Lock()
+			arn, ok := s.arnByTable[st.Table]
+			s.mu.Unlock()
+			if !ok {
+				arn, err = s.resolveARN(ctx, st.Table)
+				if err != nil {
+					s.log.Warn("find stream of table failed", zap.String("system", st.System),
+						zap.String("tenant", st.Tenant), zap.String("table", st.Table), zap.Error(err))
+					continue
+				}
+				if arn == "" {
+					s.log.Debug("table has no stream yet", zap.String("tenant", st.Tenant), zap.String("table", st.Table))
+					continue
+				}
+				s.mu.Lock()
+				s.arnByTable[st.Table] = arn
+				s.mu.Unlock()
+			}
+			st.StreamARN = arn
+		}
+		desired[st.StreamARN] = st
+	}
+
+	var added []string
+	s.mu.Lock()
+	for arn, st := range desired {
+		if cur, ok := s.streams[arn]; ok {
+			cur.removed = false
+			continue
+		}
+		s.streams[arn] = &streamState{Stream: st}
+		added = append(added, arn)
+		s.log.Info("following stream", zap.String("stream", arn), zap.String("system", st.System),
+			zap.String("tenant", st.Tenant), zap.String("table", st.Table))
+	}
+	for arn, st := range s.streams {
+		if _, ok := desired[arn]; ok {
+			continue
+		}
+		if !st.removed {
+			s.log.Info("stream no longer in source; releasing its shards", zap.String("stream", arn),
+				zap.String("tenant", st.Tenant))
+		}
+		st.removed = true
+		if !s.hasWorkersLocked(arn) {
+			delete(s.streams, arn)
+		}
+	}
+	s.mu.Unlock()
+	for _, arn := range added {
+		s.syncStream(ctx, arn)
+	}
+}
+
+func (s *Subscriber) hasWorkersLocked(arn string) bool {
+	for _, w := range s.workers {
+		if w.stream.StreamARN == arn {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveARN finds the current stream of a table: ListStreams lists a table's disabled
+// streams too (for 24 hours), so the newest label wins.
+func (s *Subscriber) resolveARN(ctx context.Context, table string) (string, error) {
+	var best, bestLabel string
+	in := &dynamodbstreams.ListStreamsInput{TableName: aws.String(table)}
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := s.cfg.Streams.ListStreams(cctx, in)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("list streams of %s: %w", table, err)
+		}
+		for _, st := range out.Streams {
+			if label := aws.ToString(st.StreamLabel); best == "" || label > bestLabel {
+				best, bestLabel = aws.ToString(st.StreamArn), label
+			}
+		}
+		if out.LastEvaluatedStreamArn == nil {
+			return best, nil
+		}
+		in.ExclusiveStartStreamArn = out.LastEvaluatedStreamArn
+	}
+}
+
+// syncStream lists a stream's shards, adds lease rows for new ones and removes rows of
+// finished shards the stream no longer lists.
+func (s *Subscriber) syncStream(ctx context.Context, arn string) {
+	s.mu.Lock()
+	st, ok := s.streams[arn]
+	if !ok || st.removed {
+		s.mu.Unlock()
+		return
+	}
+	stream := st.Stream
+	known := map[string]leaseRow{}
+	for _, r := range s.rows {
+		if r.StreamARN == arn {
+			known[r.ShardID] = r
+		}
+	}
+	s.mu.Unlock()
+	log := s.log.With(zap.String("stream", arn), zap.String("tenant", stream.Tenant))
+
+	shards, err := s.describe(ctx, arn)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if isResourceNotFound(err) {
+			// The table's stream was replaced or disabled: find its current one next poll.
+			s.mu.Lock()
+			if s.arnByTable[stream.Table] == arn {
+				delete(s.arnByTable, stream.Table)
+			}
+			s.mu.Unlock()
+		}
+		log.Warn("describe stream failed", zap.Error(err))
+		return
+	}
+	listed := make(map[string]string, len(shards))
+	for _, sh := range shards {
+		listed[aws.ToString(sh.ShardId)] = aws.ToString(sh.ParentShardId)
+	}
+	// Parents first, so a child's row never exists without its listed parent's row.
+	for _, sh := range shards {
+		id := aws.ToString(sh.ShardId)
+		if _, ok := known[id]; ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := s.leases.createShard(cctx, stream, id, aws.ToString(sh.ParentShardId))
+		cancel()
+		if err != nil {
+			log.Warn("create lease row failed", zap.String("shard", id), zap.Error(err))
+			return // listed stays unknown, so nothing of this stream is judged on half the rows
+		}
+	}
+	for id, r := range known {
+		if _, ok := listed[id]; !ok && r.finished() {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			if err := s.leases.deleteFinished(cctx, arn, id); err != nil {
+				log.Warn("delete finished lease row failed", zap.String("shard", id), zap.Error(err))
+			}
+			cancel()
+		}
+	}
+	s.mu.Lock()
+	st.listed = listed
+	s.mu.Unlock()
+
+	if st.loadedBlocked() {
+		if err := s.loadBlocked(ctx, st); err != nil && ctx.Err() == nil {
+			log.Warn("refresh dead letters failed", zap.Error(err))
+		}
+	}
+}
+
+// describe lists every shard of a stream, parents before children as DescribeStream
+// returns them.
+func (s *Subscriber) describe(ctx context.Context, arn string) ([]stypes.Shard, error) {
+	var shards []stypes.Shard
+	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)}
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := s.cfg.Streams.DescribeStream(cctx, in)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("describe stream %s: %w", arn, err)
+		}
+		if out.StreamDescription == nil {
+			return shards, nil
+		}
+		shards = append(shards, out.StreamDescription.Shards...)
+		if out.StreamDescription.LastEvaluatedShardId == nil {
+			return shards, nil
+		}
+		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
+	}
+}
+
+func (st *streamState) loadedBlocked() bool {
+	st.blockMu.Lock()
+	defer st.blockMu.Unlock()
+	return st.blockedLoaded
+}
+
+// loadBlocked reads which aggregates of the stream's table have dead letters. It only
+// adds to what is known: an entry is removed when a record of that aggregate finds no
+// dead letter left (after a re-drive), never by a read that may predate a dead letter
+// written a moment ago.
+func (s *Subscriber) loadBlocked(ctx context.Context, st *streamState) error {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	blocked, n, err := s.dlq.blockedAggregates(cctx, st.System, st.Tenant, st.Table)
+	if err != nil {
+		return err
+	}
+	st.blockMu.Lock()
+	defer st.blockMu.Unlock()
+	if st.blocked == nil {
+		st.blocked = map[string]string{}
+	}
+	for agg, seq := range blocked {
+		if _, ok := st.blocked[agg]; !ok {
+			st.blocked[agg] = seq
+		}
+	}
+	st.blockedLoaded = true
+	s.m.parked.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(float64(n))
+	return nil
+}
+
+func (st *streamState) blockedBy(aggregate string) bool {
+	st.blockMu.Lock()
+	defer st.blockMu.Unlock()
+	_, ok := st.blocked[aggregate]
+	return ok
+}
+
+func (st *streamState) block(aggregate, seq string) {
+	st.blockMu.Lock()
+	defer st.blockMu.Unlock()
+	if st.blocked == nil {
+		st.blocked = map[string]string{}
+	}
+	if _, ok := st.blocked[aggregate]; !ok {
+		st.blocked[aggregate] = seq
+	}
+}
+
+func (st *streamState) unblock(aggregate string) {
+	st.blockMu.Lock()
+	defer st.blockMu.Unlock()
+	delete(st.blocked, aggregate)
+}
+
+func (s *Subscriber) leaseLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.cfg.leaseTick())
+	defer t.Stop()
+	for {
+		s.balance(s.loopCtx)
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// balance is one lease round: read the lease table, let go of what we lost or were asked
+// to hand over, then take free and dead shards up to a fair share, and ask the busiest
+// peer for one shard if we are two or more below it.
+func (s *Subscriber) balance(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	rows, owners, err := s.leases.load(lctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("read leases failed", zap.Error(err))
+		}
+		return
+	}
+	now := time.Now()
+	me := s.cfg.Owner
+	fenced := s.fenced()
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.rows = make(map[string]leaseRow, len(rows))
+	byStream := map[string]map[string]leaseRow{}
+	for _, r := range rows {
+		s.rows[r.key()] = r
+		if byStream[r.StreamARN] == nil {
+			byStream[r.StreamARN] = map[string]leaseRow{}
+		}
+		byStream[r.StreamARN][r.ShardID] = r
+	}
+	present := map[string]int64{}
+	for _, o := range owners {
+		present[o.ID] = o.Heartbeat
+		if prev, ok := s.seen[o.ID]; !ok || prev.heartbeat != o.Heartbeat {
+			s.seen[o.ID] = ownerSeen{heartbeat: o.Heartbeat, changed: now}
+		}
+	}
+	for id := range s.seen {
+		if _, ok := present[id]; !ok {
+			delete(s.seen, id)
+		}
+	}
+	// A snapshot, as alive is also used after the lock is let go.
+	aliveSet := map[string]bool{me: true}
+	for id := range present {
+		aliveSet[id] = s.aliveLocked(id, now)
+	}
+	alive := func(id string) bool { return aliveSet[id] }
+
+	// Let go of what is no longer ours to hold.
+	for key, w := range s.workers {
+		r, ok := s.rows[key]
+		switch {
+		case !ok || r.Owner != me || r.Token != w.token:
+			// A worker that is stopping may just have released or finished the lease
+			// itself; only a running one has lost it.
+			if !w.isStopping() {
+				w.log.Warn("lease taken over by another process; stopping the shard without writing",
+					zap.String("new_owner", r.Owner))
+			}
+			w.abandonNow()
+		case fenced:
+			if !w.isStopping() {
+				w.log.Warn("heartbeats are failing; stopping the shard before peers take it over")
+			}
+			w.stopGracefully(now.Add(s.cfg.ShutdownTimeout))
+		case r.HandoverTo != "" && r.HandoverTo != me:
+			if !w.isStopping() {
+				w.log.Info("handing shard over", zap.String("to", r.HandoverTo))
+			}
+			w.stopGracefully(now.Add(s.cfg.ShutdownTimeout))
+		case s.streams[w.stream.StreamARN] == nil || s.streams[w.stream.StreamARN].removed:
+			w.stopGracefully(now.Add(s.cfg.ShutdownTimeout))
+		}
+	}
+
+	// Which shards may be read now: unfinished, of a followed stream, with the parent
+	// finished (or gone from both the stream and the lease table).
+	var eligible []leaseRow
+	for arn, st := range s.streams {
+		if st.removed || st.listed == nil {
+			continue
+		}
+		for _, r := range byStream[arn] {
+			if r.finished() || !parentDone(r, byStream[arn], st.listed) {
+				continue
+			}
+			eligible = append(eligible, r)
+		}
+	}
+	liveOwners := 1
+	counts := map[string]int{}
+	for id := range present {
+		if id != me && alive(id) {
+			liveOwners++
+		}
+	}
+	for _, r := range eligible {
+		if r.Owner != "" && r.Owner != me && alive(r.Owner) {
+			counts[r.Owner]++
+		}
+	}
+	for key, at := range s.handoverRequested {
+		if r, ok := s.rows[key]; !ok || r.Owner == me || now.Sub(at) > 2*s.cfg.LeaseDuration {
+			delete(s.handoverRequested, key)
+		}
+	}
+	held := len(s.handoverRequested)
+	for _, w := range s.workers {
+		if !w.isStopping() {
+			held++
+		}
+	}
+	fair := (len(eligible) + liveOwners - 1) / liveOwners
+
+	var mine, free, dead []leaseRow
+	for _, r := range eligible {
+		if _, busy := s.workers[r.key()]; busy {
+			continue
+		}
+		switch {
+		case r.Owner == me: // ours, but not running: our acquire's answer was lost
+			mine = append(mine, r)
+		case r.Owner == "":
+			free = append(free, r)
+		case !alive(r.Owner):
+			dead = append(dead, r)
+		}
+	}
+	s.mu.Unlock()
+
+	if fenced {
+		return
+	}
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	rand.Shuffle(len(dead), func(i, j int) { dead[i], dead[j] = dead[j], dead[i] })
+	for _, list := range [][]leaseRow{mine, free, dead} {
+		for _, r := range list {
+			if held >= fair {
+				break
+			}
+			if s.acquire(ctx, r) {
+				held++
+			}
+		}
+	}
+
+	if held < fair {
+		s.requestOneHandover(ctx, eligible, counts, held, alive)
+	}
+	s.cleanupDeadOwners(ctx, owners, rows, alive)
+}
+
+// parentDone reports whether a shard's parent is out of the way: finished, or neither
+// listed nor known (trimmed long ago, or never seen because this consumer started later).
+func parentDone(r leaseRow, rows map[string]leaseRow, listed map[string]string) bool {
+	if r.Parent == "" {
+		return true
+	}
+	if p, ok := rows[r.Parent]; ok {
+		return p.finished()
+	}
+	_, isListed := listed[r.Parent]
+	return !isListed
+}
+
+// acquire takes one lease and starts its worker.
+func (s *Subscriber) acquire(ctx context.Context, r leaseRow) bool {
+	token := uuid.NewString()
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	got, err := s.leases.acquire(cctx, r, s.cfg.Owner, token)
+	cancel()
+	log := s.log.With(zap.String("stream", r.StreamARN), zap.String("shard", r.ShardID), zap.String("tenant", r.Tenant))
+	if err != nil {
+		if !errors.Is(err, errLeaseLost) && ctx.Err() == nil {
+			log.Warn("acquire lease failed", zap.Error(err))
+		}
+		return false
+	}
+	s.mu.Lock()
+	st := s.streams[r.StreamARN]
+	if !s.closed && st != nil && !st.removed {
+		s.startWorkerLocked(st, got)
+		s.mu.Unlock()
+		if r.Owner != "" && r.Owner != s.cfg.Owner {
+			log.Info("took over lease of a silent process", zap.String("previous_owner", r.Owner))
+		}
+		return true
+	}
+	s.mu.Unlock()
+	// Stopped meanwhile: give it straight back rather than leave it to expire.
+	cctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := s.leases.release(cctx, got.StreamARN, got.ShardID, s.cfg.Owner, token, ""); err != nil {
+		log.Warn("giving back a lease taken while stopping failed", zap.Error(err))
+	}
+	return false
+}
+
+// requestOneHandover asks the busiest live peer, if it holds at least two shards more
+// than we do, to hand one over; one request per round keeps balancing from thrashing.
+func (s *Subscriber) requestOneHandover(ctx context.Context, eligible []leaseRow, counts map[string]int, held int, alive func(string) bool) {
+	var busiest string
+	for id, n := range counts {
+		if n >= held+2 && (busiest == "" || n > counts[busiest]) {
+			busiest = id
+		}
+	}
+	if busiest == "" {
+		return
+	}
+	for _, r := range eligible {
+		if r.Owner != busiest || r.HandoverTo != "" || !alive(r.Owner) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := s.leases.requestHandover(cctx, r, s.cfg.Owner)
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.handoverRequested[r.key()] = time.Now()
+			s.mu.Unlock()
+			s.log.Info("asked for a shard to balance load", zap.String("stream", r.StreamARN),
+				zap.String("shard", r.ShardID), zap.String("from", busiest))
+		}
+		return
+	}
+}
+
+// cleanupDeadOwners deletes heartbeat rows of owners that stopped beating and hold
+// nothing, so the table does not collect a row per process ever started.
+func (s *Subscriber) cleanupDeadOwners(ctx context.Context, owners []ownerRow, rows []leaseRow, alive func(string) bool) {
+	holding := map[string]bool{}
+	for _, r := range rows {
+		if r.Owner != "" {
+			holding[r.Owner] = true
+		}
+	}
+	for _, o := range owners {
+		if alive(o.ID) || holding[o.ID] {
+			continue
+		}
+		s.mu.Lock()
+		seen, ok := s.seen[o.ID]
+		s.mu.Unlock()
+		if !ok || seen.heartbeat != o.Heartbeat {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		if err := s.leases.deleteOwner(cctx, o.ID, o.Heartbeat); err != nil && ctx.Err() == nil {
+			s.log.Warn("delete heartbeat row of dead process failed", zap.String("dead_owner", o.ID), zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+func (s *Subscriber) startWorkerLocked(st *streamState, r leaseRow) {
+	w := newShardWorker(s, st, r)
+	s.workers[r.key()] = w
+	s.workersWG.Add(1)
+	s.m.leasesHeld.WithLabelValues(s.cfg.Consumer).Inc()
+	go w.run()
+}
+
+// workerExited is called by a worker as its last act.
+func (s *Subscriber) workerExited(w *shardWorker, finished bool, err error) {
+	s.mu.Lock()
+	if s.workers[w.key] == w {
+		delete(s.workers, w.key)
+	}
+	if err != nil && s.closed { // earlier failures were logged; Close reports its own
+		s.closeErrs = append(s.closeErrs, err)
+	}
+	s.mu.Unlock()
+	s.m.leasesHeld.WithLabelValues(s.cfg.Consumer).Dec()
+	if finished {
+		s.requestSync(w.stream.StreamARN)
+	}
+	s.workersWG.Done()
+}
+
+// backoff is the pause before retry number attempt (from 1): doubling from base up to
+// max, with jitter so that processes retrying the same failure spread out.
+func backoff(base, max time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends; it reports whether the wait was complete.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,94 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute names of the lease table. One partition per consumer holds a row per
+// (stream, shard) and a heartbeat row per live process, so one Query shows a process the
+// whole picture it balances on.
+const (
+	attrConsumer   = "consumer"
+	attrLeaseKey   = "lease_key" // "shard#<stream arn>#<shard id>" | "owner#<owner id>"
+	attrStreamARN  = "stream_arn"
+	attrShardID    = "shard_id"
+	attrParent     = "parent_shard_id"
+	attrSystem     = "system_id"
+	attrTenant     = "tenant_id"
+	attrTable      = "table_name"
+	attrOwner      = "lease_owner"
+	attrToken      = "lease_token"
+	attrHandover   = "handover_to"
+	attrCheckpoint = "checkpoint"
+	attrGapAfter   = "gap_after"
+	attrGapAt      = "gap_at"
+	attrUpdatedAt  = "updated_at"
+	attrOwnerID    = "owner_id"
+	attrHeartbeat  = "heartbeat"
+	attrBeatAt     = "heartbeat_at"
+)
+
+// Attribute names of the dead-letter table: one partition per consumer, sorted by
+// system, tenant, table, aggregate and sequence number, so that listing a tenant and
+// re-driving an aggregate in order are both a Query.
+const (
+	attrEntryKey      = "entry_key"
+	attrSeq           = "sequence_number"
+	attrAggregate     = "aggregate"
+	attrAttempts      = "attempts"
+	attrReason        = "reason"
+	attrBlockedBehind = "blocked_behind"
+	attrDeadAt        = "dead_lettered_at"
+	attrRecord        = "record"
+	attrRecordGzip    = "record_gz"
+	attrRedriveErrors = "redrive_failures"
+)
+
+// TableAPI is what EnsureTables needs; *dynamodb.Client implements it.
+type TableAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// EnsureTables creates the lease table and the dead-letter table if they do not exist
+// (on-demand capacity) and waits until both are active. It is safe to call from every
+// process at every start.
+func EnsureTables(ctx context.Context, db TableAPI, leaseTable, deadLetterTable string) error {
+	if err := ensureTable(ctx, db, leaseTable, attrConsumer, attrLeaseKey); err != nil {
+		return err
+	}
+	return ensureTable(ctx, db, deadLetterTable, attrConsumer, attrEntryKey)
+}
+
+func ensureTable(ctx context.Context, db TableAPI, name, pk, sk string) error {
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(pk), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(sk), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
+		},
+	})
+	if err != nil && !isResourceInUse(err) {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	// Another process may have created it a moment ago and it may still be CREATING.
+	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 200 * time.Millisecond
+		o.MaxDelay = 2 * time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 5*time.Minute); err != nil {
+		return fmt.Errorf("wait for table %s: %w", name, err)
+	}
+	return nil
+}
