@@ -1,0 +1,330 @@
+package keycloak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// ApplyResult counts what Apply did.
+type ApplyResult struct {
+	// Applied actions succeeded (or found their work already done).
+	Applied int
+	// Failed actions returned an error; the errors are joined in Apply's error.
+	Failed int
+	// Skipped actions could not run because an action they depend on failed (a join of
+	// a user whose create failed), or because the realm was found to drop ssodir_id.
+	Skipped int
+}
+
+// maxReportedErrors bounds the errors Apply joins into its error; a realm-wide problem
+// would otherwise produce one line per user.
+const maxReportedErrors = 20
+
+// Apply carries out a plan against the realm it was made for, phase by phase — group
+// deletes, updates, creates; user deletes, disables, updates, creates; leaves; joins —
+// each phase on ClientConfig.Concurrency workers. It goes on past
+// failed actions, so that one bad user does not hold up the rest, and returns their errors
+// joined; running NewPlan and Apply again retries what failed. progress, when not nil, is
+// called after every action with the number done and the total, never concurrently.
+//
+// Every write is idempotent or checked: updates re-read the object and send nothing when
+// it already matches, deletes treat "already gone" as done, creates adopt an object that
+// already carries the same ssodir_id.
+func Apply(ctx context.Context, plan *Plan, c *Client, progress func(done, total int)) (ApplyResult, error) {
+	if plan.Refused != nil {
+		return ApplyResult{}, fmt.Errorf("keycloak: refusing to apply the plan: %w", plan.Refused)
+	}
+	if plan.Realm != c.Realm() {
+		return ApplyResult{}, fmt.Errorf("keycloak: plan is for realm %q, client for %q", plan.Realm, c.Realm())
+	}
+	a := &applier{
+		c: c, plan: plan, progress: progress, total: len(plan.Actions),
+		userIDs: map[string]string{}, groupIDs: map[string]string{},
+		groupNames: map[string]string{}, failedGroups: map[string]bool{},
+	}
+	for start := 0; start < len(plan.Actions); {
+		end := start
+		for end < len(plan.Actions) && plan.Actions[end].Kind == plan.Actions[start].Kind {
+			end++
+		}
+		phase := plan.Actions[start:end]
+		if phase[0].Kind == ActionCreateUser && !c.attrsKept.Load() {
+			// The first create checks that the realm keeps ssodir_id; it runs alone, so
+			// that if the realm does not, the others are skipped rather than each
+			// creating and removing a user.
+			a.run(ctx, &phase[0])
+			phase = phase[1:]
+		}
+		_ = parallel(ctx, c.cfg.Concurrency, len(phase), false, func(ctx context.Context, i int) error {
+			a.run(ctx, &phase[i])
+			return nil
+		})
+		if ctx.Err() != nil {
+			break
+		}
+		start = end
+	}
+	errs := a.errs
+	if extra := a.res.Failed - len(a.errs); extra > 0 {
+		errs = append(errs, fmt.Errorf("and %d more failed actions", extra))
+	}
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("stopped with %d of %d actions done: %w", a.res.Applied+a.res.Failed+a.res.Skipped, a.total, err))
+	}
+	return a.res, errors.Join(errs...)
+}
+
+type applier struct {
+	c        *Client
+	plan     *Plan
+	progress func(done, total int)
+	total    int
+
+	mu           sync.Mutex
+	res          ApplyResult
+	errs         []error
+	userIDs      map[string]string // directory id → Keycloak id of users created in this run
+	groupIDs     map[string]string // the same for groups
+	groupNames   map[string]string // directory id → name of groups created or renamed in this run
+	failedGroups map[string]bool   // directory ids of groups whose create or update failed
+	attrsDropped bool
+}
+
+func (a *applier) run(ctx context.Context, act *Action) {
+	skipped, err := a.exec(ctx, act)
+	if !skipped {
+		a.c.metrics.operation(string(act.Kind), err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case skipped:
+		a.res.Skipped++
+	case err != nil:
+		a.res.Failed++
+		if len(a.errs) < maxReportedErrors {
+			a.errs = append(a.errs, fmt.Errorf("%s: %w", act, err))
+		} else {
+			// Only counted in the returned error, so logged here lest it be lost.
+			a.c.log.Warn("keycloak action failed", zap.String("action", act.String()), zap.Error(err))
+		}
+		if act.Kind == ActionCreateGroup || act.Kind == ActionUpdateGroup {
+			a.failedGroups[act.GroupID] = true
+		}
+	default:
+		a.res.Applied++
+	}
+	if a.progress != nil {
+		a.progress(a.res.Applied+a.res.Failed+a.res.Skipped, a.total)
+	}
+}
+
+func (a *applier) groupCreated(dirID, kcID, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.groupIDs[dirID] = kcID
+	a.groupNames[dirID] = name
+}
+
+// group is where a directory group is in Keycloak by now: its id and name, or ok false
+// when it is not there (its create failed, or its rename, so its name is uncertain).
+func (a *applier) group(dirID string) (kcID, name string, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failedGroups[dirID] {
+		return "", "", false
+	}
+	kcID, name = a.groupIDs[dirID], a.groupNames[dirID]
+	if g := a.plan.managed[dirID]; g != nil {
+		kcID = g.ID
+		if name == "" {
+			name = g.Name
+		}
+	}
+	return kcID, name, kcID != ""
+}
+
+func (a *applier) resolve(act *Action) (userID, groupID string) {
+	userID, groupID = act.KeycloakUserID, act.KeycloakGroupID
+	if groupID == "" {
+		groupID, _, _ = a.group(act.GroupID)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if userID == "" {
+		userID = a.userIDs[act.UserID]
+	}
+	return userID, groupID
+}
+
+// groupPath is a group's path as Keycloak spells it; since Keycloak 23 a "/" in a name is
+// escaped as "~/".
+func groupPath(name string) string { return "/" + strings.ReplaceAll(name, "/", "~/") }
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// exec performs one action; skipped reports that it could not be attempted.
+func (a *applier) exec(ctx context.Context, act *Action) (skipped bool, err error) {
+	c := a.c
+	switch act.Kind {
+	case ActionDeleteGroup:
+		return false, ignoreNotFound(c.DeleteGroup(ctx, act.KeycloakGroupID))
+
+	case ActionUpdateGroup:
+		cur, err := c.GetGroup(ctx, act.KeycloakGroupID)
+		if err != nil {
+			return false, err
+		}
+		want := desiredGroup(*act.dirGroup, cur)
+		if len(diffGroup(*cur, want)) == 0 {
+			return false, nil
+		}
+		if err := c.UpdateGroup(ctx, want); err != nil {
+			return false, err
+		}
+		a.groupCreated(act.GroupID, cur.ID, want.Name)
+		return false, nil
+
+	case ActionCreateGroup:
+		want := desiredGroup(*act.dirGroup, nil)
+		id, err := c.createManagedGroup(ctx, want)
+		if err != nil {
+			return false, err
+		}
+		a.groupCreated(act.GroupID, id, want.Name)
+		return false, nil
+
+	case ActionDeleteUser:
+		return false, ignoreNotFound(c.DeleteUser(ctx, act.KeycloakUserID))
+
+	case ActionDisableUser:
+		cur, err := c.GetUser(ctx, act.KeycloakUserID)
+		if err != nil || !cur.Enabled {
+			return false, ignoreNotFound(err)
+		}
+		cur.Enabled = false
+		return false, c.UpdateUser(ctx, *cur)
+
+	case ActionUpdateUser:
+		// Re-read: the plan may be minutes old, and a full-replace PUT built from a stale
+		// copy would undo changes made since to what ssodir does not own.
+		cur, err := c.GetUser(ctx, act.KeycloakUserID)
+		if err != nil {
+			return false, err
+		}
+		want := desiredUser(*act.dirUser, cur, a.plan.preserve)
+		if len(diffUser(*cur, want)) == 0 {
+			return false, nil
+		}
+		return false, c.UpdateUser(ctx, want)
+
+	case ActionCreateUser:
+		a.mu.Lock()
+		dropped := a.attrsDropped
+		a.mu.Unlock()
+		if dropped {
+			// Reported once, by the create that found out.
+			return true, nil
+		}
+		u := desiredUser(*act.dirUser, nil, a.plan.preserve)
+		var groupIDs []string
+		for _, gid := range act.groupIDs {
+			// A group that is not there would fail the whole create; the next reconcile
+			// adds the membership once the group exists.
+			if kcID, name, ok := a.group(gid); ok {
+				u.Groups = append(u.Groups, groupPath(name))
+				groupIDs = append(groupIDs, kcID)
+			}
+		}
+		id, adopted, err := c.createManagedUser(ctx, u)
+		if err != nil {
+			if errors.Is(err, ErrAttributesDropped) {
+				a.mu.Lock()
+				a.attrsDropped = true
+				a.mu.Unlock()
+			}
+			return false, err
+		}
+		a.mu.Lock()
+		a.userIDs[act.UserID] = id
+		a.mu.Unlock()
+		if adopted {
+			// An existing user was taken over: it did not get the create's groups.
+			for _, gid := range groupIDs {
+				if err := c.AddUserToGroup(ctx, id, gid); err != nil {
+					return false, err
+				}
+			}
+		}
+		return false, nil
+
+	case ActionLeave:
+		return false, ignoreNotFound(c.RemoveUserFromGroup(ctx, act.KeycloakUserID, act.KeycloakGroupID))
+
+	case ActionJoin:
+		uid, gid := a.resolve(act)
+		if uid == "" || gid == "" {
+			return true, nil
+		}
+		return false, c.AddUserToGroup(ctx, uid, gid)
+	}
+	return false, fmt.Errorf("unknown action kind %q", act.Kind)
+}
+
+// createManagedUser creates a user that carries ssodir_id. If the username is taken by a
+// user with the same ssodir_id — created by the event-driven sync meanwhile, or by an
+// earlier attempt whose answer was lost — that user is adopted (adopted is true) instead.
+//
+// Until the client has seen the realm keep the attribute, creates run one at a time and
+// each is checked (see ErrAttributesDropped); if the realm dropped it, the user just
+// created is deleted again, since without its mark ssodir could never recognise it and it
+// would hold the username for ever.
+func (c *Client) createManagedUser(ctx context.Context, u User) (id string, adopted bool, err error) {
+	if !c.attrsKept.Load() {
+		c.verifyMu.Lock()
+		defer c.verifyMu.Unlock()
+	}
+	id, err = c.CreateUser(ctx, u)
+	if errors.Is(err, ErrConflict) {
+		if found, ferr := c.FindUserByUsername(ctx, u.Username); ferr == nil && found.SsodirID() == u.SsodirID() {
+			id, adopted, err = found.ID, true, nil
+		}
+	}
+	if err != nil || c.attrsKept.Load() {
+		return id, adopted, err
+	}
+	got, err := c.GetUser(ctx, id)
+	if err != nil {
+		return "", false, fmt.Errorf("keycloak: check new user %s: %w", id, err)
+	}
+	if got.SsodirID() != u.SsodirID() {
+		if derr := c.DeleteUser(ctx, id); derr != nil {
+			return "", false, errors.Join(ErrAttributesDropped, fmt.Errorf("remove the unmarked user %s: %w", id, derr))
+		}
+		return "", false, ErrAttributesDropped
+	}
+	c.attrsKept.Store(true)
+	return id, adopted, nil
+}
+
+// createManagedGroup creates a group that carries ssodir_id, adopting a group of the same
+// name that carries the same ssodir_id.
+func (c *Client) createManagedGroup(ctx context.Context, g Group) (string, error) {
+	id, err := c.CreateGroup(ctx, g)
+	if errors.Is(err, ErrConflict) {
+		if found, ferr := c.FindGroupByName(ctx, g.Name); ferr == nil && found.SsodirID() == g.SsodirID() {
+			return found.ID, nil
+		}
+	}
+	return id, err
+}

@@ -1,0 +1,77 @@
+package keycloak
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Errors a caller can test for with errors.Is. A *StatusError matches the one for its
+// status code.
+var (
+	// ErrNotFound: the object does not exist (404), or a lookup found nothing.
+	ErrNotFound = errors.New("keycloak: not found")
+	// ErrConflict: a username, email or group name is taken (409), or the object that
+	// holds it is not the one ssodir expected.
+	ErrConflict = errors.New("keycloak: conflict")
+	// ErrUnauthorized: Keycloak refused the client's token even after a fresh one was
+	// fetched (401), or the token endpoint refused the client credentials.
+	ErrUnauthorized = errors.New("keycloak: unauthorized")
+	// ErrForbidden: the service account lacks a realm-management role (403).
+	ErrForbidden = errors.New("keycloak: forbidden")
+	// ErrAttributesDropped: Keycloak accepted a user but did not keep its ssodir_id
+	// attribute. Keycloak 24+ drops attributes its user profile does not declare unless
+	// the realm's "Unmanaged attributes" policy is enabled; without the attribute ssodir
+	// cannot recognise the users it manages, so it stops rather than create them.
+	ErrAttributesDropped = errors.New("keycloak: realm drops the ssodir_id attribute: " +
+		"enable unmanaged attributes (Realm settings > General) or declare ssodir_id in the user profile")
+	// ErrSafetyValve: a reconcile plan would delete more of the realm's managed users or
+	// groups than PlanOptions allow; nothing was applied.
+	ErrSafetyValve = errors.New("keycloak: safety valve")
+)
+
+// StatusError is an answer from Keycloak with a status the client does not turn into
+// success. Message is Keycloak's own error text (errorMessage, error_description or error),
+// which never contains request bodies, so it is safe to log.
+type StatusError struct {
+	Method string
+	// Path is the request path below the realm's Admin API root, e.g. "/users/{id}".
+	Path       string
+	StatusCode int
+	Message    string
+	// RetryAfter is the wait the server asked for, if any.
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("keycloak: %s %s: %d %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// Is lets errors.Is(err, ErrNotFound) and friends match by status code.
+func (e *StatusError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrConflict:
+		return e.StatusCode == http.StatusConflict
+	case ErrUnauthorized:
+		return e.StatusCode == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.StatusCode == http.StatusForbidden
+	}
+	return false
+}
+
+// StatusCode is the HTTP status of the first *StatusError in err's chain, 0 if none.
+func StatusCode(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode
+	}
+	return 0
+}

@@ -1,0 +1,312 @@
+package keycloaktest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	testRealm  = "acme"
+	testClient = "ssodir-sync"
+	testSecret = "s3cret"
+)
+
+// raw is a minimal HTTP client for the double's own tests, so that they do not depend on
+// the keycloak package they exist to test.
+type raw struct {
+	t     *testing.T
+	s     *Server
+	token string
+}
+
+func newRaw(t *testing.T, cfg Config) *raw {
+	t.Helper()
+	s := NewServer(t, cfg)
+	s.AddRealm(testRealm, testClient, testSecret)
+	r := &raw{t: t, s: s}
+	r.token = r.fetchToken(testRealm)
+	return r
+}
+
+func (r *raw) fetchToken(realm string) string {
+	r.t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {testClient}, "client_secret": {testSecret}}
+	resp, err := http.PostForm(r.s.URL()+"/realms/"+realm+"/protocol/openid-connect/token", form)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("token: status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		r.t.Fatal(err)
+	}
+	return tok.AccessToken
+}
+
+// do sends a request to the realm's Admin API and returns status, headers and body.
+func (r *raw) do(method, path, body string) (int, http.Header, string) {
+	r.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, r.s.URL()+AdminPath(testRealm, path), rd)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func (r *raw) mustCreateUser(username, email string) string {
+	r.t.Helper()
+	id, err := r.s.CreateUser(testRealm, User{Username: username, Email: email, Enabled: true})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return id
+}
+
+func TestRequestChecks(t *testing.T) {
+	if _, ok := FindSpec(); !ok {
+		t.Skip("the Keycloak Admin API description is not in ../shared/keycloak")
+	}
+	tests := []struct {
+		name, method, path, body string
+		want                     int
+	}{
+		{"a user with a field UserRepresentation does not have is rejected", "POST", "/users",
+			`{"username":"jdoe","enabled":true,"nickname":"jd"}`, 400},
+		{"a nested unknown field is rejected too", "POST", "/users",
+			`{"username":"jdoe","credentials":[{"type":"password","value":"x","strength":3}]}`, 400},
+		{"a value of the wrong JSON type is rejected", "POST", "/users", `{"username":"jdoe","enabled":"true"}`, 400},
+		{"an attribute value that is not a list of strings is rejected", "POST", "/users",
+			`{"username":"jdoe","attributes":{"dept":"eng"}}`, 400},
+		{"a query parameter the operation does not declare is rejected", "GET", "/users?briefRepresentaton=false", "", 400},
+		{"a group with an unknown field is rejected", "POST", "/groups", `{"name":"admins","colour":"red"}`, 400},
+		{"a well-formed user is created", "POST", "/users",
+			`{"username":"jdoe","email":"j@example.com","enabled":true,"attributes":{"ssodir_id":["u1"]}}`, 201},
+		{"declared query parameters are accepted", "GET", "/users?first=0&max=10&briefRepresentation=false&exact=true&username=jdoe", "", 200},
+	}
+	r := newRaw(t, Config{})
+	if !r.s.SpecLoaded() {
+		t.Fatal("spec found but not loaded")
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := r.do(tt.method, tt.path, tt.body)
+			if status != tt.want {
+				t.Fatalf("status %d, want %d (%s)", status, tt.want, body)
+			}
+		})
+	}
+	if n := len(r.s.Users(testRealm)); n != 1 {
+		t.Fatalf("%d users stored, want only the well-formed one", n)
+	}
+}
+
+func TestCreateAnswersLocationAndConflicts(t *testing.T) {
+	r := newRaw(t, Config{})
+	status, h, _ := r.do("POST", "/users", `{"username":"JDoe","email":"JDoe@Example.com","enabled":true}`)
+	if status != 201 {
+		t.Fatalf("create: %d", status)
+	}
+	loc := h.Get("Location")
+	u, ok := r.s.UserByUsername(testRealm, "jdoe")
+	if !ok || !strings.HasSuffix(loc, "/admin/realms/acme/users/"+u.ID) {
+		t.Fatalf("Location %q does not name the new user %+v", loc, u)
+	}
+	if u.Username != "jdoe" || u.Email != "jdoe@example.com" {
+		t.Fatalf("username and email not lower-cased: %+v", u)
+	}
+	tests := []struct{ name, body string }{
+		{"the same username in another case is a conflict", `{"username":"JDOE","email":"other@example.com"}`},
+		{"the same email in another case is a conflict", `{"username":"other","email":"jdoe@EXAMPLE.com"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if status, _, body := r.do("POST", "/users", tt.body); status != 409 {
+				t.Fatalf("status %d, want 409 (%s)", status, body)
+			}
+		})
+	}
+}
+
+func TestPagingDefaults(t *testing.T) {
+	r := newRaw(t, Config{})
+	gid, err := r.s.CreateGroup(testRealm, Group{Name: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 130 {
+		id := r.mustCreateUser(fmt.Sprintf("user%03d", i), "")
+		if err := r.s.AddMember(testRealm, id, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 15 {
+		if _, err := r.s.CreateGroup(testRealm, Group{Name: fmt.Sprintf("g%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(path string) int {
+		t.Helper()
+		status, _, body := r.do("GET", path, "")
+		if status != 200 {
+			t.Fatalf("GET %s: %d %s", path, status, body)
+		}
+		var items []map[string]any
+		if err := json.Unmarshal([]byte(body), &items); err != nil {
+			t.Fatal(err)
+		}
+		return len(items)
+	}
+	tests := []struct {
+		name, path string
+		want       int
+	}{
+		{"users default to pages of 100", "/users", 100},
+		{"users page with first and max", "/users?first=120&max=50", 10},
+		{"group members default to pages of 100", "/groups/" + gid + "/members", 100},
+		{"groups come all at once without max", "/groups", 16},
+		{"groups page with first and max", "/groups?first=10&max=4", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := count(tt.path); got != tt.want {
+				t.Fatalf("%d items, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUserPutReplaces(t *testing.T) {
+	r := newRaw(t, Config{})
+	id, err := r.s.CreateUser(testRealm, User{Username: "jdoe", Email: "j@example.com", FirstName: "Jane",
+		LastName: "Doe", Enabled: true, Attributes: map[string][]string{"dept": {"eng"}}, RequiredActions: []string{"VERIFY_EMAIL"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := r.do("PUT", "/users/"+id, `{"firstName":"Janet"}`); status != 204 {
+		t.Fatalf("PUT: %d %s", status, body)
+	}
+	u, _ := r.s.User(testRealm, id)
+	if u.FirstName != "Janet" || u.Email != "" || u.LastName != "" || len(u.Attributes) != 0 {
+		t.Fatalf("omitted profile fields must be cleared: %+v", u)
+	}
+	if !u.Enabled || u.Username != "jdoe" || len(u.RequiredActions) != 1 {
+		t.Fatalf("omitted non-profile fields must be kept: %+v", u)
+	}
+}
+
+func TestAttributeSearch(t *testing.T) {
+	r := newRaw(t, Config{})
+	for i, v := range []string{"abc", "abcd", "ABC"} {
+		if _, err := r.s.CreateUser(testRealm, User{Username: fmt.Sprintf("user%d", i),
+			Attributes: map[string][]string{"ssodir_id": {v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, query string
+		want        int
+	}{
+		{"q is a whole, case-insensitive match by default", "q=ssodir_id:abc", 2},
+		{"q is a whole match with exact=true", "q=ssodir_id:abc&exact=true", 2},
+		{"q is an infix match with exact=false", "q=ssodir_id:abc&exact=false", 3},
+		{"q on another key finds nothing", "q=other:abc", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := r.do("GET", "/users?"+tt.query, "")
+			var items []map[string]any
+			if status != 200 || json.Unmarshal([]byte(body), &items) != nil {
+				t.Fatalf("status %d body %s", status, body)
+			}
+			if len(items) != tt.want {
+				t.Fatalf("%d users, want %d", len(items), tt.want)
+			}
+		})
+	}
+}
+
+func TestTokens(t *testing.T) {
+	r := newRaw(t, Config{TokenLifetime: time.Minute})
+	if status, _, _ := r.do("GET", "/users", ""); status != 200 {
+		t.Fatalf("fresh token: %d", status)
+	}
+	r.s.AdvanceClock(61 * time.Second)
+	if status, _, _ := r.do("GET", "/users", ""); status != 401 {
+		t.Fatalf("expired token: %d, want 401", status)
+	}
+	r.token = r.fetchToken(testRealm)
+	if status, _, _ := r.do("GET", "/users", ""); status != 200 {
+		t.Fatalf("new token: %d", status)
+	}
+	r.s.AddRealm("other", testClient, testSecret)
+	r.token = r.fetchToken("other")
+	if status, _, _ := r.do("GET", "/users", ""); status != 403 {
+		t.Fatalf("token of another realm: %d, want 403", status)
+	}
+	resp, err := http.PostForm(r.s.URL()+"/realms/acme/protocol/openid-connect/token",
+		url.Values{"grant_type": {"client_credentials"}, "client_id": {testClient}, "client_secret": {"wrong"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("wrong secret: %d, want 401", resp.StatusCode)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	r := newRaw(t, Config{})
+	r.s.Inject(Fault{Method: "GET", PathPrefix: AdminPath(testRealm, "/users"), Times: 2, Status: 429, RetryAfter: "3"})
+	for i := range 2 {
+		status, h, _ := r.do("GET", "/users", "")
+		if status != 429 || h.Get("Retry-After") != "3" {
+			t.Fatalf("request %d: %d Retry-After %q", i, status, h.Get("Retry-After"))
+		}
+	}
+	if status, _, _ := r.do("GET", "/users", ""); status != 200 {
+		t.Fatalf("after the fault: %d", status)
+	}
+	if status, _, _ := r.do("GET", "/groups", ""); status != 200 {
+		t.Fatalf("other paths are not affected: %d", status)
+	}
+}
+
+func TestUnmanagedAttributesCanBeDropped(t *testing.T) {
+	r := newRaw(t, Config{})
+	if err := r.s.SetUnmanagedAttributes(testRealm, false); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := r.do("POST", "/users", `{"username":"jdoe","attributes":{"ssodir_id":["u1"]}}`); status != 201 {
+		t.Fatalf("create: %d", status)
+	}
+	u, _ := r.s.UserByUsername(testRealm, "jdoe")
+	if len(u.Attributes) != 0 {
+		t.Fatalf("attributes kept although the realm drops unmanaged ones: %v", u.Attributes)
+	}
+}

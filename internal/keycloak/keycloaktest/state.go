@@ -1,0 +1,631 @@
+package keycloaktest
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// User is a snapshot of a user in the double, for assertions and for changes made behind
+// the client's back.
+type User struct {
+	ID              string
+	Username        string
+	Email           string
+	FirstName       string
+	LastName        string
+	Enabled         bool
+	EmailVerified   bool
+	Attributes      map[string][]string
+	RequiredActions []string
+	// Groups holds the ids of the user's groups, ordered by group name.
+	Groups []string
+}
+
+// Group is a snapshot of a (top-level) group in the double.
+type Group struct {
+	ID          string
+	Name        string
+	Description string
+	Attributes  map[string][]string
+	// Members holds the ids of the group's members, ordered by username.
+	Members []string
+}
+
+type user struct {
+	id, username, email, firstName, lastName string
+	enabled, emailVerified                   bool
+	attrs                                    map[string][]string
+	requiredActions                          []string
+	created                                  int64
+	groups                                   map[string]bool
+	password                                 string
+	passwordTemporary                        bool
+	passwordSets                             int
+}
+
+type group struct {
+	id, name, description string
+	attrs                 map[string][]string
+	members               map[string]bool
+}
+
+// realm holds one realm's objects with the indexes Keycloak's database would have, so that
+// the double stays fast with tens of thousands of users: maps for lookups, and the users
+// sorted by username for paging (Keycloak orders user lists by username). The sorted slice
+// is rebuilt lazily, on the first list after a change, so that a bulk of creates costs no
+// re-sorting and the pages of a listing cost none either.
+type realm struct {
+	name, clientID, clientSecret string
+	dropUnmanaged                bool
+
+	users       map[string]*user
+	byUsername  map[string]*user
+	byEmail     map[string]*user
+	sorted      []*user
+	sortedValid bool
+	groups      map[string]*group
+	groupByName map[string]*group
+}
+
+func newRealm(name, clientID, secret string) *realm {
+	return &realm{
+		name: name, clientID: clientID, clientSecret: secret,
+		users:       map[string]*user{},
+		byUsername:  map[string]*user{},
+		byEmail:     map[string]*user{},
+		groups:      map[string]*group{},
+		groupByName: map[string]*group{},
+	}
+}
+
+// apiError is an answer other than success, shaped as Keycloak shapes its error bodies.
+type apiError struct {
+	status int
+	body   map[string]any
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %v", e.status, e.body) }
+
+func errorMessage(status int, msg string) *apiError {
+	return &apiError{status: status, body: map[string]any{"errorMessage": msg}}
+}
+
+func notFound(msg string) *apiError {
+	return &apiError{http.StatusNotFound, map[string]any{"error": msg}}
+}
+
+// userFields is a user's writable state; nil pointers mean "not given".
+type userFields struct {
+	username, email, firstName, lastName *string
+	enabled, emailVerified               *bool
+	attrs                                map[string][]string
+	requiredActions                      []string
+}
+
+// usersSorted is every user, ordered by username.
+func (r *realm) usersSorted() []*user {
+	if !r.sortedValid {
+		r.sorted = r.sorted[:0]
+		for _, u := range r.users {
+			r.sorted = append(r.sorted, u)
+		}
+		sort.Slice(r.sorted, func(i, j int) bool { return r.sorted[i].username < r.sorted[j].username })
+		r.sortedValid = true
+	}
+	return r.sorted
+}
+
+func lower(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSpace(*s))
+}
+
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (r *realm) checkUnique(u *user, username, email string) *apiError {
+	if other, ok := r.byUsername[username]; ok && other != u {
+		return errorMessage(http.StatusConflict, "User exists with same username")
+	}
+	if email != "" {
+		if other, ok := r.byEmail[email]; ok && other != u {
+			return errorMessage(http.StatusConflict, "User exists with same email")
+		}
+	}
+	return nil
+}
+
+func validEmail(email string) bool {
+	at := strings.LastIndexByte(email, '@')
+	return at > 0 && at < len(email)-1 && !strings.ContainsAny(email, " \t\n")
+}
+
+func (r *realm) createUser(f userFields, created int64) (*user, *apiError) {
+	username := lower(f.username)
+	if username == "" {
+		return nil, &apiError{http.StatusBadRequest, map[string]any{
+			"field": "username", "errorMessage": "error-user-attribute-required", "params": []string{"username"}}}
+	}
+	email := lower(f.email)
+	if email != "" && !validEmail(email) {
+		return nil, &apiError{http.StatusBadRequest, map[string]any{
+			"field": "email", "errorMessage": "error-invalid-email", "params": []string{"email", email}}}
+	}
+	if err := r.checkUnique(nil, username, email); err != nil {
+		return nil, err
+	}
+	u := &user{
+		id: uuid.NewString(), username: username, email: email,
+		firstName: str(f.firstName), lastName: str(f.lastName),
+		enabled: f.enabled != nil && *f.enabled, emailVerified: f.emailVerified != nil && *f.emailVerified,
+		attrs: r.keptAttributes(f.attrs), requiredActions: slices.Clone(f.requiredActions),
+		created: created, groups: map[string]bool{},
+	}
+	r.users[u.id] = u
+	r.byUsername[username] = u
+	if email != "" {
+		r.byEmail[email] = u
+	}
+	r.sortedValid = false
+	return u, nil
+}
+
+// keptAttributes is what a write stores of the attributes it was given. With the realm's
+// unmanaged-attribute policy off (Keycloak 24+'s default), attributes the user profile does
+// not declare are silently dropped; ssodir_id is such an attribute.
+func (r *realm) keptAttributes(in map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	if r.dropUnmanaged {
+		return out
+	}
+	for k, v := range in {
+		if len(v) > 0 {
+			out[k] = slices.Clone(v)
+		}
+	}
+	return out
+}
+
+// replaceUser applies a full-replace PUT: profile fields the body omits are cleared, as
+// Keycloak 24+ does; enabled, emailVerified, requiredActions and username are kept when
+// omitted, as they are not profile attributes (username cannot be cleared).
+func (r *realm) replaceUser(u *user, f userFields) *apiError {
+	username := u.username
+	if f.username != nil {
+		username = lower(f.username)
+		if username == "" {
+			return &apiError{http.StatusBadRequest, map[string]any{
+				"field": "username", "errorMessage": "error-user-attribute-required", "params": []string{"username"}}}
+		}
+	}
+	email := lower(f.email)
+	if email != "" && !validEmail(email) {
+		return &apiError{http.StatusBadRequest, map[string]any{
+			"field": "email", "errorMessage": "error-invalid-email", "params": []string{"email", email}}}
+	}
+	if err := r.checkUnique(u, username, email); err != nil {
+		return err
+	}
+	if username != u.username {
+		delete(r.byUsername, u.username)
+		u.username = username
+		r.byUsername[username] = u
+		r.sortedValid = false
+	}
+	if u.email != "" {
+		delete(r.byEmail, u.email)
+	}
+	u.email = email
+	if email != "" {
+		r.byEmail[email] = u
+	}
+	u.firstName = str(f.firstName)
+	u.lastName = str(f.lastName)
+	u.attrs = r.keptAttributes(f.attrs)
+	if f.enabled != nil {
+		u.enabled = *f.enabled
+	}
+	if f.emailVerified != nil {
+		u.emailVerified = *f.emailVerified
+	}
+	if f.requiredActions != nil {
+		u.requiredActions = slices.Clone(f.requiredActions)
+	}
+	return nil
+}
+
+func (r *realm) deleteUser(u *user) {
+	for gid := range u.groups {
+		if g, ok := r.groups[gid]; ok {
+			delete(g.members, u.id)
+		}
+	}
+	r.sortedValid = false
+	delete(r.users, u.id)
+	delete(r.byUsername, u.username)
+	if u.email != "" {
+		delete(r.byEmail, u.email)
+	}
+}
+
+func (r *realm) findGroupByName(name string) *group { return r.groupByName[name] }
+
+// groupFields is a group's writable state; nil pointers mean "not given".
+type groupFields struct {
+	name, description *string
+	attrs             map[string][]string
+}
+
+func (r *realm) createGroup(f groupFields) (*group, *apiError) {
+	name := strings.TrimSpace(str(f.name))
+	if name == "" {
+		return nil, errorMessage(http.StatusBadRequest, "Group name is missing")
+	}
+	if r.findGroupByName(name) != nil {
+		return nil, errorMessage(http.StatusConflict, fmt.Sprintf("Top level group named '%s' already exists.", name))
+	}
+	g := &group{id: uuid.NewString(), name: name, description: str(f.description),
+		attrs: cloneAttrs(f.attrs), members: map[string]bool{}}
+	r.groups[g.id] = g
+	r.groupByName[name] = g
+	return g, nil
+}
+
+// replaceGroup applies a full-replace PUT: description and attributes omitted from the
+// body are cleared; an omitted name is kept.
+func (r *realm) replaceGroup(g *group, f groupFields) *apiError {
+	if f.name != nil {
+		name := strings.TrimSpace(*f.name)
+		if name == "" {
+			return errorMessage(http.StatusBadRequest, "Group name is missing")
+		}
+		if other := r.findGroupByName(name); other != nil && other != g {
+			return errorMessage(http.StatusConflict, fmt.Sprintf("Sibling group named '%s' already exists.", name))
+		}
+		delete(r.groupByName, g.name)
+		g.name = name
+		r.groupByName[name] = g
+	}
+	g.description = str(f.description)
+	g.attrs = cloneAttrs(f.attrs)
+	return nil
+}
+
+func (r *realm) deleteGroup(g *group) {
+	for uid := range g.members {
+		if u, ok := r.users[uid]; ok {
+			delete(u.groups, g.id)
+		}
+	}
+	delete(r.groups, g.id)
+	delete(r.groupByName, g.name)
+}
+
+func cloneAttrs(in map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(in))
+	for k, v := range in {
+		if len(v) > 0 {
+			out[k] = slices.Clone(v)
+		}
+	}
+	return out
+}
+
+func (r *realm) snapshotUser(u *user) User {
+	groups := make([]*group, 0, len(u.groups))
+	for gid := range u.groups {
+		groups = append(groups, r.groups[gid])
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].name < groups[j].name })
+	ids := make([]string, len(groups))
+	for i, g := range groups {
+		ids[i] = g.id
+	}
+	return User{
+		ID: u.id, Username: u.username, Email: u.email, FirstName: u.firstName, LastName: u.lastName,
+		Enabled: u.enabled, EmailVerified: u.emailVerified, Attributes: cloneAttrs(u.attrs),
+		RequiredActions: slices.Clone(u.requiredActions), Groups: ids,
+	}
+}
+
+func (r *realm) membersSorted(g *group) []*user {
+	out := make([]*user, 0, len(g.members))
+	for uid := range g.members {
+		out = append(out, r.users[uid])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].username < out[j].username })
+	return out
+}
+
+func (r *realm) snapshotGroup(g *group) Group {
+	members := r.membersSorted(g)
+	ids := make([]string, len(members))
+	for i, u := range members {
+		ids[i] = u.id
+	}
+	return Group{ID: g.id, Name: g.name, Description: g.description, Attributes: cloneAttrs(g.attrs), Members: ids}
+}
+
+// realmFor returns the named realm; the caller holds s.mu.
+func (s *Server) realmFor(name string) (*realm, error) {
+	r, ok := s.realms[name]
+	if !ok {
+		return nil, fmt.Errorf("keycloaktest: no realm %q", name)
+	}
+	return r, nil
+}
+
+// SetUnmanagedAttributes switches the realm's unmanaged-attribute policy. It is on by
+// default in the double; off, as in a fresh Keycloak 24+ realm, attributes such as
+// ssodir_id are silently dropped on every write.
+func (s *Server) SetUnmanagedAttributes(realmName string, enabled bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	r.dropUnmanaged = !enabled
+	return nil
+}
+
+// Users is every user of the realm, ordered by username.
+func (s *Server) Users(realmName string) []User {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return nil
+	}
+	sorted := r.usersSorted()
+	out := make([]User, len(sorted))
+	for i, u := range sorted {
+		out[i] = r.snapshotUser(u)
+	}
+	return out
+}
+
+// User is the user with the Keycloak id.
+func (s *Server) User(realmName, id string) (User, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return User{}, false
+	}
+	u, ok := r.users[id]
+	if !ok {
+		return User{}, false
+	}
+	return r.snapshotUser(u), true
+}
+
+// UserByUsername is the user with the username, in any case.
+func (s *Server) UserByUsername(realmName, username string) (User, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return User{}, false
+	}
+	u, ok := r.byUsername[strings.ToLower(username)]
+	if !ok {
+		return User{}, false
+	}
+	return r.snapshotUser(u), true
+}
+
+// CreateUser adds a user behind the client's back (u.ID and u.Groups are ignored) and
+// returns its id. The same uniqueness rules apply as through the API.
+func (s *Server) CreateUser(realmName string, u User) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return "", err
+	}
+	nu, aerr := r.createUser(u.fields(), s.now().UnixMilli())
+	if aerr != nil {
+		return "", aerr
+	}
+	return nu.id, nil
+}
+
+func (u User) fields() userFields {
+	return userFields{
+		username: &u.Username, email: &u.Email, firstName: &u.FirstName, lastName: &u.LastName,
+		enabled: &u.Enabled, emailVerified: &u.EmailVerified, attrs: u.Attributes,
+		requiredActions: u.RequiredActions,
+	}
+}
+
+// UpdateUser changes a user behind the client's back: change receives a snapshot and its
+// result (except ID and Groups) replaces the user.
+func (s *Server) UpdateUser(realmName, id string, change func(*User)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	u, ok := r.users[id]
+	if !ok {
+		return fmt.Errorf("keycloaktest: no user %s", id)
+	}
+	snap := r.snapshotUser(u)
+	change(&snap)
+	if aerr := r.replaceUser(u, snap.fields()); aerr != nil {
+		return aerr
+	}
+	return nil
+}
+
+// DeleteUser removes a user behind the client's back.
+func (s *Server) DeleteUser(realmName, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	u, ok := r.users[id]
+	if !ok {
+		return fmt.Errorf("keycloaktest: no user %s", id)
+	}
+	r.deleteUser(u)
+	return nil
+}
+
+// Groups is every group of the realm, ordered by name.
+func (s *Server) Groups(realmName string) []Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return nil
+	}
+	gs := slices.Collect(maps.Values(r.groups))
+	sort.Slice(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
+	out := make([]Group, len(gs))
+	for i, g := range gs {
+		out[i] = r.snapshotGroup(g)
+	}
+	return out
+}
+
+// GroupByName is the group with exactly that name.
+func (s *Server) GroupByName(realmName, name string) (Group, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return Group{}, false
+	}
+	g := r.findGroupByName(name)
+	if g == nil {
+		return Group{}, false
+	}
+	return r.snapshotGroup(g), true
+}
+
+// CreateGroup adds a group behind the client's back and returns its id.
+func (s *Server) CreateGroup(realmName string, g Group) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return "", err
+	}
+	ng, aerr := r.createGroup(groupFields{name: &g.Name, description: &g.Description, attrs: g.Attributes})
+	if aerr != nil {
+		return "", aerr
+	}
+	return ng.id, nil
+}
+
+// UpdateGroup changes a group behind the client's back (ID and Members are ignored).
+func (s *Server) UpdateGroup(realmName, id string, change func(*Group)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	g, ok := r.groups[id]
+	if !ok {
+		return fmt.Errorf("keycloaktest: no group %s", id)
+	}
+	snap := r.snapshotGroup(g)
+	change(&snap)
+	if aerr := r.replaceGroup(g, groupFields{name: &snap.Name, description: &snap.Description, attrs: snap.Attributes}); aerr != nil {
+		return aerr
+	}
+	return nil
+}
+
+// DeleteGroup removes a group and its memberships behind the client's back.
+func (s *Server) DeleteGroup(realmName, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	g, ok := r.groups[id]
+	if !ok {
+		return fmt.Errorf("keycloaktest: no group %s", id)
+	}
+	r.deleteGroup(g)
+	return nil
+}
+
+// AddMember puts a user in a group behind the client's back.
+func (s *Server) AddMember(realmName, userID, groupID string) error {
+	return s.membership(realmName, userID, groupID, true)
+}
+
+// RemoveMember takes a user out of a group behind the client's back.
+func (s *Server) RemoveMember(realmName, userID, groupID string) error {
+	return s.membership(realmName, userID, groupID, false)
+}
+
+func (s *Server) membership(realmName, userID, groupID string, join bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	u, ok := r.users[userID]
+	if !ok {
+		return fmt.Errorf("keycloaktest: no user %s", userID)
+	}
+	g, ok := r.groups[groupID]
+	if !ok {
+		return fmt.Errorf("keycloaktest: no group %s", groupID)
+	}
+	if join {
+		u.groups[g.id] = true
+		g.members[u.id] = true
+	} else {
+		delete(u.groups, g.id)
+		delete(g.members, u.id)
+	}
+	return nil
+}
+
+// Password is what the double keeps of a user's password, for assertions only: Keycloak
+// keeps a salted hash, and no API of the double ever returns this.
+type Password struct {
+	Value     string
+	Temporary bool
+	// Sets counts how often a password was set for the user.
+	Sets int
+}
+
+// LastPassword is the password last set for the user through reset-password.
+func (s *Server) LastPassword(realmName, userID string) (Password, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return Password{}, false
+	}
+	u, ok := r.users[userID]
+	if !ok || u.passwordSets == 0 {
+		return Password{}, false
+	}
+	return Password{Value: u.password, Temporary: u.passwordTemporary, Sets: u.passwordSets}, true
+}
