@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -208,7 +209,10 @@ type KeycloakSync struct {
 	Common
 	Addr              string
 	ReconcileInterval time.Duration
-	MaxDeleteShare    float64
+	// MaxDeleteShare is the safety valve: a reconcile deleting more than this share of a
+	// realm's managed users is refused.
+	MaxDeleteShare float64
+	LeaseDuration  time.Duration
 }
 
 // LoadKeycloakSync reads KeycloakSync from env.
@@ -216,6 +220,20 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 	r := &reader{env: env}
 	c := KeycloakSync{Common: r.common(true), Addr: r.addr("SSO_KEYCLOAK_SYNC_ADDR", "127.0.0.1:8083")}
 	c.ReconcileInterval = r.duration("SSO_RECONCILE_INTERVAL", 15*time.Minute)
+	if c.ReconcileInterval < time.Second {
+		r.fail("SSO_RECONCILE_INTERVAL: must be at least 1s")
+	}
 	c.MaxDeleteShare = 0.2
+	if v := r.str("SSO_RECONCILE_MAX_DELETE_SHARE", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 {
+			r.fail("SSO_RECONCILE_MAX_DELETE_SHARE: %q is not a number between 0 and 1", v)
+		}
+		c.MaxDeleteShare = f
+	}
+	c.LeaseDuration = r.duration("SSO_STREAM_LEASE", 10*time.Second)
+	if c.LeaseDuration < time.Second {
+		r.fail("SSO_STREAM_LEASE: must be at least 1s")
+	}
 	return c, r.err()
 }

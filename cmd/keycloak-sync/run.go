@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/schollz/progressbar/v3"
+	"go.uber.org/zap"
+	"golang.org/x/term"
+
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/keycloak"
+	"github.com/ssodir/ssodir/internal/keycloaksync"
+	"github.com/ssodir/ssodir/internal/process"
+	"github.com/ssodir/ssodir/internal/streams"
+)
+
+const usage = `usage:
+  keycloak-sync                   run as a service until SIGTERM
+  keycloak-sync reconcile [--system S [--tenant T]] [--dry-run]
+                                  one full reconcile; --dry-run prints the plan and writes nothing
+  keycloak-sync --help
+
+Environment: SSO_TABLE_PREFIX, SSO_KEYCLOAK_SYNC_ADDR (default 127.0.0.1:8083),
+SSO_SECRET_KEY or SSO_KMS_KEY_ID (to open client secrets and passwords),
+SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.2: a
+reconcile refuses to delete more than this share of a realm's managed users),
+SSO_STREAM_LEASE (default 10s), SSO_LOG_LEVEL, AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
+AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
+`
+
+const consumer = "keycloak-sync"
+
+type listening func(addr string)
+
+type app struct {
+	cfg        config.KeycloakSync
+	log        *zap.Logger
+	clients    *dynamo.Clients
+	names      dynamo.Names
+	tenants    *dynamo.Tenants
+	reg        *prometheus.Registry
+	realms     *keycloaksync.Realms
+	reconciler *keycloaksync.Reconciler
+	handler    *keycloaksync.Handler
+}
+
+func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		_, err := io.WriteString(stdout, usage)
+		return err
+	}
+	cfg, err := config.LoadKeycloakSync(env)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log, err := process.NewLogger("keycloak-sync", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	if err != nil {
+		return err
+	}
+	box, err := process.NewSecrets(ctx, cfg.Common, clients.AWS)
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}, reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.tenants = dynamo.NewTenants(clients.DB, a.names)
+	metrics, err := keycloak.NewMetrics(a.reg)
+	if err != nil {
+		return err
+	}
+	a.realms = keycloaksync.NewRealms(a.tenants, box, &http.Client{Timeout: time.Minute}, metrics, log)
+	if a.reconciler, err = keycloaksync.NewReconciler(a.realms, a.tenants, clients.DB, cfg.MaxDeleteShare, a.reg, log); err != nil {
+		return err
+	}
+	a.handler = keycloaksync.NewHandler(a.realms, box, events.NewRegistry())
+
+	if len(args) == 0 {
+		return a.serve(ctx, onListen)
+	}
+	if args[0] == "reconcile" {
+		return a.reconcile(ctx, args[1:], stdout)
+	}
+	return fmt.Errorf("unknown command %q (see --help)", args[0])
+}
+
+func (a *app) serve(ctx context.Context, onListen listening) error {
+	leases, deadLetters := a.names.Prefix+"_stream_leases", a.names.Prefix+"_dead_letters"
+	tctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err := errors.Join(dynamo.EnsureTable(tctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())),
+		streams.EnsureTables(tctx, a.clients.DB, leases, deadLetters))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	sub, err := streams.NewSubscriber(streams.Config{
+		Consumer: consumer, LeaseTable: leases, DeadLetterTable: deadLetters,
+		Source: dynamo.NewTenantStreams(a.tenants), Streams: a.clients.Streams, DB: a.clients.DB,
+		// A gap in the stream is repaired by a full reconcile of the tenant.
+		OnGap: func(ctx context.Context, gap streams.Gap) error {
+			a.log.Error("stream data lost before it was synced: reconciling the tenant",
+				zap.String("tenant", gap.Stream.System+"/"+gap.Stream.Tenant), zap.String("shard", gap.ShardID))
+			rows, err := a.reconciler.Tenants(ctx, gap.Stream.System, gap.Stream.Tenant)
+			if err != nil || len(rows) == 0 {
+				return err
+			}
+			_, err = a.reconciler.Tenant(ctx, rows[0], keycloaksync.Options{})
+			return err
+		},
+		Logger: a.log, Registerer: a.reg, TimestampAttribute: "recorded_at_ms", LeaseDuration: a.cfg.LeaseDuration,
+	})
+	if err != nil {
+		return err
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, process.WatermillLogger(a.log))
+	if err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	router.AddMiddleware(streams.FailureReason)
+	router.AddConsumerHandler("keycloak", "ssodir.user_commands", sub, a.handler.HandleMessage)
+
+	e := httpapi.NewEcho(httpapi.Options{Log: a.log, Metrics: httpapi.NewMetrics(a.reg), Service: "keycloak-sync"})
+	httpapi.RegisterProbes(e, func(ctx context.Context) error {
+		if err := dynamo.Ping(ctx, a.clients.DB, a.names.Config()); err != nil {
+			return err
+		}
+		return sub.Ready()
+	}, a.reg)
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	if onListen != nil {
+		onListen(ln.Addr().String())
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- httpapi.Serve(ctx, e, ln, a.log) }()
+	reconciled := make(chan struct{})
+	go func() { defer close(reconciled); a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) }()
+
+	routerErr := router.Run(ctx)
+	stop()
+	closeErr := router.Close()
+	<-reconciled
+	serveErr := <-served
+	if errors.Is(routerErr, context.Canceled) {
+		routerErr = nil
+	}
+	return errors.Join(routerErr, closeErr, serveErr)
+}
+
+func (a *app) reconcile(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	system := fs.String("system", "", "only this system")
+	tenant := fs.String("tenant", "", "only this tenant (with --system)")
+	dryRun := fs.Bool("dry-run", false, "print the plan, change nothing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 || (*tenant != "" && *system == "") {
+		return errors.New("reconcile: usage: reconcile [--system S [--tenant T]] [--dry-run]")
+	}
+	rows, err := a.reconciler.Tenants(ctx, *system, *tenant)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no tenant with Keycloak settings matches")
+		return nil
+	}
+	var failed []error
+	for _, row := range rows {
+		opts := keycloaksync.Options{DryRun: *dryRun, Out: stdout, Progress: progress(stdout, row.SystemID+"/"+row.TenantID)}
+		plan, err := a.reconciler.Tenant(ctx, row, opts)
+		switch {
+		case err != nil:
+			failed = append(failed, fmt.Errorf("%s/%s: %w", row.SystemID, row.TenantID, err))
+		case plan.Empty():
+			fmt.Fprintf(stdout, "%s/%s: in step, nothing to do\n", row.SystemID, row.TenantID)
+		case *dryRun:
+			fmt.Fprintf(stdout, "%s/%s: %d change(s) planned (dry run: nothing written)\n", row.SystemID, row.TenantID, len(plan.Actions))
+		default:
+			fmt.Fprintf(stdout, "%s/%s: %d change(s) applied\n", row.SystemID, row.TenantID, len(plan.Actions))
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// progress draws a bar on a terminal; elsewhere it prints nothing (the plan says enough).
+func progress(out io.Writer, label string) func(done, total int) {
+	f, ok := out.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total int) {
+		if bar == nil {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(label),
+				progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetPredictTime(true))
+		}
+		_ = bar.Set(done)
+	}
+}
