@@ -32,6 +32,8 @@ const usage = `usage:
   keycloak-sync                   run as a service until SIGTERM
   keycloak-sync reconcile [--system S [--tenant T]] [--dry-run]
                                   one full reconcile; --dry-run prints the plan and writes nothing
+  keycloak-sync dead-letters list|redrive [--system S [--tenant T]]
+                                  records that could not be synced; redrive applies them in order
   keycloak-sync --help
 
 Environment: SSO_TABLE_PREFIX, SSO_KEYCLOAK_SYNC_ADDR (default 127.0.0.1:8083),
@@ -96,14 +98,19 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if len(args) == 0 {
 		return a.serve(ctx, onListen)
 	}
-	if args[0] == "reconcile" {
+	switch args[0] {
+	case "reconcile":
 		return a.reconcile(ctx, args[1:], stdout)
+	case "dead-letters":
+		return streams.DeadLetterCommand(ctx, args[1:], stdout, streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
 	}
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
 }
 
+func (a *app) deadLetterTable() string { return a.names.Prefix + "_dead_letters" }
+
 func (a *app) serve(ctx context.Context, onListen listening) error {
-	leases, deadLetters := a.names.Prefix+"_stream_leases", a.names.Prefix+"_dead_letters"
+	leases, deadLetters := a.names.Prefix+"_stream_leases", a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err := errors.Join(dynamo.EnsureTable(tctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())),
 		streams.EnsureTables(tctx, a.clients.DB, leases, deadLetters))
@@ -126,6 +133,10 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 			return err
 		},
 		Logger: a.log, Registerer: a.reg, TimestampAttribute: "recorded_at_ms", LeaseDuration: a.cfg.LeaseDuration,
+		// A membership can arrive before its user or group exists in Keycloak (they are
+		// other aggregates, synced side by side): give such records minutes, not seconds,
+		// before they become dead letters.
+		MaxAttempts: 12, RetryBackoff: 500 * time.Millisecond, MaxRetryBackoff: 30 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -187,44 +187,8 @@ func tenantFlags(name string, args []string, out io.Writer, extra func(*flag.Fla
 }
 
 func (a *app) deadLetters(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "redrive") {
-		return errors.New("dead-letters: say list or redrive (see --help)")
-	}
-	system, tenant, err := tenantFlags("dead-letters "+args[0], args[1:], stdout, nil)
-	if err != nil {
-		return err
-	}
 	if err := a.ensureTables(ctx); err != nil {
 		return err
 	}
-	dl := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer)
-	filter := streams.DeadLetterFilter{System: system, Tenant: tenant}
-	if args[0] == "list" {
-		letters, err := dl.List(ctx, filter)
-		if err != nil {
-			return err
-		}
-		for _, d := range letters {
-			reason := d.Reason
-			if d.BlockedBehind != "" {
-				reason = "waiting behind " + d.BlockedBehind
-			}
-			fmt.Fprintf(stdout, "%s/%s\t%s\tseq %s\tattempts %d\t%s\t%s\n", d.System, d.Tenant, d.Aggregate,
-				d.SequenceNumber, d.Attempts, d.At.UTC().Format(time.RFC3339), reason)
-		}
-		fmt.Fprintf(stdout, "%d dead letter(s)\n", len(letters))
-		return nil
-	}
-	res, err := dl.Redrive(ctx, filter, a.handler.Apply)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "re-driven: %d applied, %d aggregate(s) still failing\n", res.Applied, len(res.Failed))
-	for _, f := range res.Failed {
-		fmt.Fprintf(stdout, "  %s/%s %s seq %s: %s\n", f.System, f.Tenant, f.Aggregate, f.SequenceNumber, f.Reason)
-	}
-	if len(res.Failed) > 0 {
-		return fmt.Errorf("%d aggregate(s) still failing", len(res.Failed))
-	}
-	return nil
+	return streams.DeadLetterCommand(ctx, args, stdout, streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
 }

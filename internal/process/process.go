@@ -31,6 +31,8 @@ func NewLoggerTo(service string, level zapcore.Level, w io.Writer) (*zap.Logger,
 	cfg := zap.NewProductionConfig()
 	cfg.Level = zap.NewAtomicLevelAt(level)
 	cfg.OutputPaths = []string{"stderr"}
+	// Errors are wrapped with their context; a stack trace on each adds only noise.
+	cfg.DisableStacktrace = true
 	cfg.EncoderConfig.TimeKey = "time"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	var opts []zap.Option

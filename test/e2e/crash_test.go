@@ -87,8 +87,13 @@ func escape(s string) string {
 // the projections package into fresh tables: what the live tables must equal.
 func expectedViews(t *testing.T, e *env, commandsTable string) (users, activities string, history int) {
 	t.Helper()
+	return expectedViewsNamed(t, e, commandsTable, e.prefix+"_expected_users", e.prefix+"_expected_activities")
+}
+
+// expectedViewsNamed builds the expected views into the named tables.
+func expectedViewsNamed(t *testing.T, e *env, commandsTable, users, activities string) (string, string, int) {
+	t.Helper()
 	ctx := context.Background()
-	users, activities = e.prefix+"_expected_users", e.prefix+"_expected_activities"
 	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(users), dynamo.ActivitiesTable(activities)} {
 		if err := dynamo.EnsureTable(ctx, e.db, spec); err != nil {
 			t.Fatal(err)

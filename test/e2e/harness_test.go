@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	build := exec.Command("go", "build", "-race", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api")
+	build := exec.Command("go", "build", "-race", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -111,7 +111,7 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR"}
+var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR", "keycloak-sync": "SSO_KEYCLOAK_SYNC_ADDR"}
 
 // start runs a binary and waits until /readyz answers 200.
 func (e *env) start(name string, extra ...string) *service {
@@ -136,7 +136,12 @@ func (e *env) start(name string, extra ...string) *service {
 		}
 	}()
 	go func() { _ = cmd.Wait(); pw.Close(); close(s.done) }()
-	e.t.Cleanup(func() { s.kill() })
+	e.t.Cleanup(func() {
+		s.kill()
+		if e.t.Failed() {
+			e.t.Logf("%s output:\n%s", name, tail(s.output(), 60))
+		}
+	})
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -350,4 +355,10 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s did not happen within %s: %s", what, timeout, last)
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

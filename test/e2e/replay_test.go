@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/projections"
+	"github.com/ssodir/ssodir/internal/projector"
+)
+
+// caughtUp waits until the tenant's current read tables equal a fresh build of its
+// command log, and returns the tenant row.
+func caughtUp(t *testing.T, e *env, system, tenant string) dynamo.Tenant {
+	t.Helper()
+	commands := dynamo.Names{Prefix: e.prefix}.Commands(system, tenant)
+	tenants := dynamo.NewTenants(e.db, dynamo.Names{Prefix: e.prefix})
+	var row dynamo.Tenant
+	suffix := fmt.Sprintf("_x%d", time.Now().UnixNano())
+	eventually(t, 90*time.Second, "the read model to match the command log", func() (bool, string) {
+		var err error
+		row, err = tenants.Get(context.Background(), system, tenant)
+		if err != nil {
+			return false, err.Error()
+		}
+		wantUsers, wantAct, history := expectedViewsInto(t, e, commands, suffix)
+		if n := count(t, e.db, row.ActivitiesTable); n != history {
+			return false, fmt.Sprintf("%d activity items for %d events in %s", n, history, row.ActivitiesTable)
+		}
+		if d := diff(snapshot(t, e.db, wantUsers), snapshot(t, e.db, row.UsersTable)); d != "" {
+			return false, "read model differs:\n" + d
+		}
+		if d := diff(snapshot(t, e.db, wantAct), snapshot(t, e.db, row.ActivitiesTable)); d != "" {
+			return false, "activity feed differs:\n" + d
+		}
+		return true, ""
+	})
+	return row
+}
+
+// expectedViewsInto is expectedViews into tables named with a suffix, rebuilt each call.
+func expectedViewsInto(t *testing.T, e *env, commands, suffix string) (string, string, int) {
+	t.Helper()
+	users, act := e.prefix+"_expected_users"+suffix, e.prefix+"_expected_activities"+suffix
+	for _, tb := range []string{users, act} {
+		if err := dynamo.DeleteTable(context.Background(), e.db, tb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return expectedViewsNamed(t, e, commands, users, act)
+}
+
+func describe(table string) *dynamodb.DescribeTableInput {
+	return &dynamodb.DescribeTableInput{TableName: &table}
+}
+
+// TestReplayWhileCommandsArrive builds a tenant, replays it with the projector binary
+// while commands keep arriving, and checks that the switched views equal a fresh build of
+// the whole command log (so nothing accepted during the replay is missing), that the old
+// tables are dropped on request, and that readers follow the switch.
+func TestReplayWhileCommandsArrive(t *testing.T) {
+	e := newEnv(t)
+	api := e.start("command-api")
+	e.start("projector")
+	query := e.start("query-api")
+	path := provision(t, api, "rp", "t1")
+	base := "http://" + api.addr + path
+	workload(t, base, 600, 11)
+	before := caughtUp(t, e, "rp", "t1")
+
+	done := make(chan int64)
+	go func() { done <- workload(t, base, 300, 12) }()
+	cmd := exec.Command(filepath.Join(binDir, "projector"), "replay", "--system", "rp", "--tenant", "t1", "--drop-old")
+	cmd.Env = e.vars()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	<-done
+	for _, want := range []string{"verified", "switched rp/t1", "dropped " + before.UsersTable} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("replay output lacks %q:\n%s", want, out)
+		}
+	}
+	after := caughtUp(t, e, "rp", "t1")
+	if after.UsersTable == before.UsersTable || after.Generation != before.Generation+1 {
+		t.Fatalf("tenant not switched: before %s gen %d, after %s gen %d", before.UsersTable, before.Generation, after.UsersTable, after.Generation)
+	}
+	if _, err := e.db.DescribeTable(context.Background(), describe(before.UsersTable)); err == nil {
+		t.Errorf("old table %s still exists after --drop-old", before.UsersTable)
+	}
+	// The query API follows the switch without a restart.
+	eventually(t, 10*time.Second, "the query API to read the new tables", func() (bool, string) {
+		r := call(t, "GET", "http://"+query.addr+path+"/users?limit=5", nil)
+		return r.status == 200, fmt.Sprintf("%d %s", r.status, r.body)
+	})
+}
+
+// TestReplayResumesAfterInterruption interrupts a replay after a few pages and runs it
+// again: the second run resumes and the result equals a fresh build.
+func TestReplayResumesAfterInterruption(t *testing.T) {
+	e := newEnv(t)
+	api := e.start("command-api")
+	e.start("projector")
+	base := "http://" + api.addr + provision(t, api, "rp", "t2")
+	workload(t, base, 400, 21)
+	caughtUp(t, e, "rp", "t2")
+
+	names := dynamo.Names{Prefix: e.prefix}
+	tenants := dynamo.NewTenants(e.db, names)
+	r := projector.NewReplayer(e.db, names, tenants, projections.New(e.db, projections.Options{Retention: 2160 * time.Hour}),
+		events.NewRegistry(), zap.NewNop())
+	ctx := context.Background()
+	opts := projector.ReplayOptions{PageSize: 40, StopAfterPages: 3, SwitchWait: 2 * time.Second}
+	if _, err := r.Run(ctx, "rp", "t2", opts); !errors.Is(err, projector.ErrInterrupted) {
+		t.Fatalf("first run: want ErrInterrupted, got %v", err)
+	}
+	mid, err := tenants.Get(ctx, "rp", "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.NextUsersTable == "" || mid.Generation != 0 {
+		t.Fatalf("an interrupted replay must leave the tenant unswitched with its new tables named: %+v", mid)
+	}
+	opts.StopAfterPages = 0
+	rep, err := r.Run(ctx, "rp", "t2", opts)
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if !rep.Resumed || !rep.Switched || rep.UsersTable != mid.NextUsersTable {
+		t.Fatalf("resumed run: %+v", rep)
+	}
+	caughtUp(t, e, "rp", "t2")
+}
