@@ -14,7 +14,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, nil)
+	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, hooks{})
 	stop()
 	process.Exit("command-api", err)
 }

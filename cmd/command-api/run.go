@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
@@ -40,10 +41,15 @@ Environment:
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
 `
 
-// listening, when set, learns the bound address (tests start on port 0).
-type listening func(addr string)
+// hooks let tests start the real service: learn the bound address (they listen on port 0)
+// and read the logs. The zero value is production.
+type hooks struct {
+	onListen func(addr string)
+	// logs receives the JSON log lines instead of stderr.
+	logs io.Writer
+}
 
-func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
+func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h hooks) error {
 	for _, a := range args {
 		if a == "--help" || a == "-h" || a == "help" {
 			_, err := io.WriteString(stdout, usage)
@@ -55,31 +61,53 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log, err := process.NewLogger("command-api", cfg.LogLevel)
+	log, err := process.NewLoggerTo("command-api", cfg.LogLevel, h.logs)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
 
-	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	e, err := newServer(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if h.onListen != nil {
+		h.onListen(ln.Addr().String())
+	}
+	err = httpapi.Serve(ctx, e, ln, log)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	log.Info("stopped", zap.Error(err))
+	return err
+}
+
+// newServer is the command API's echo instance, ready to serve but not listening; the
+// shared tables exist when it returns.
+func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*echo.Echo, error) {
+	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	if err != nil {
+		return nil, err
+	}
 	box, err := process.NewSecrets(ctx, cfg.Common, clients.AWS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("prepare shared tables: %w", err)
+		return nil, fmt.Errorf("prepare shared tables: %w", err)
 	}
 	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
 		&http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -94,18 +122,5 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)
-
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	if onListen != nil {
-		onListen(ln.Addr().String())
-	}
-	err = httpapi.Serve(ctx, e, ln, log)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	log.Info("stopped", zap.Error(err))
-	return err
+	return e, nil
 }

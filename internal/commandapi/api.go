@@ -81,18 +81,22 @@ func Register(e *echo.Echo, d Deps) {
 	e.POST("/v1/systems/:system/tenants", a.postTenant, admin)
 	e.PUT("/v1/systems/:system/tenants/:tenant/keycloak", a.putKeycloak, admin)
 
-	g := e.Group("/v1/systems/:system/tenants/:tenant", httpapi.RequireScope(d.Auth, auth.ScopeWrite))
-	g.POST("/users", a.postUser)
-	g.PATCH("/users/:username", a.patchUser)
-	g.POST("/users/:username/deactivate", a.deactivate)
-	g.POST("/users/:username/activate", a.activate)
-	g.PUT("/users/:username/password", a.putPassword)
-	g.DELETE("/users/:username", a.deleteUserRoute)
-	g.POST("/groups", a.postGroup)
-	g.PATCH("/groups/:name", a.patchGroup)
-	g.DELETE("/groups/:name", a.deleteGroupRoute)
-	g.PUT("/groups/:name/members/:username", a.putMember)
-	g.DELETE("/groups/:name/members/:username", a.deleteMember)
+	// The scope check is route middleware, not group middleware: echo serves a group's
+	// middleware through catch-all routes, which would answer a wrong method with 404
+	// instead of 405.
+	write := httpapi.RequireScope(d.Auth, auth.ScopeWrite)
+	g := e.Group("/v1/systems/:system/tenants/:tenant")
+	g.POST("/users", a.postUser, write)
+	g.PATCH("/users/:username", a.patchUser, write)
+	g.POST("/users/:username/deactivate", a.deactivate, write)
+	g.POST("/users/:username/activate", a.activate, write)
+	g.PUT("/users/:username/password", a.putPassword, write)
+	g.DELETE("/users/:username", a.deleteUserRoute, write)
+	g.POST("/groups", a.postGroup, write)
+	g.PATCH("/groups/:name", a.patchGroup, write)
+	g.DELETE("/groups/:name", a.deleteGroupRoute, write)
+	g.PUT("/groups/:name/members/:username", a.putMember, write)
+	g.DELETE("/groups/:name/members/:username", a.deleteMember, write)
 }
 
 // outcome is what a command produced, to render.
@@ -134,23 +138,32 @@ func (a *api) begin(c echo.Context, status int) (*request, error) {
 
 // withIdempotency reads the Idempotency-Key once the tenant scope is known.
 func (r *request) withIdempotency(system, tenant string) error {
-	key, ok := r.c.Request().Header["Idempotency-Key"]
-	if !ok {
-		return nil
-	}
-	if len(key) != 1 || !validIdempotencyKey(key[0]) {
-		return apperr.InvalidField("Idempotency-Key", "must be 1–128 printable ASCII characters")
+	key, ok, err := idempotencyKey(r.c)
+	if !ok || err != nil {
+		return err
 	}
 	h := sha256.New()
 	h.Write([]byte(r.c.Request().Method + "\n" + r.c.Request().URL.EscapedPath() + "\n"))
 	h.Write(r.raw)
 	r.meta.Idempotency = &commands.Idempotency{
-		Key:         system + "/" + tenant + "/" + r.meta.Actor + "/" + key[0],
+		Key:         system + "/" + tenant + "/" + r.meta.Actor + "/" + key,
 		RequestHash: hex.EncodeToString(h.Sum(nil)),
 		Status:      r.status,
 		Location:    r.location,
 	}
 	return nil
+}
+
+// idempotencyKey is the request's Idempotency-Key; ok is false when it sent none.
+func idempotencyKey(c echo.Context) (key string, ok bool, err error) {
+	keys, ok := c.Request().Header["Idempotency-Key"]
+	if !ok {
+		return "", false, nil
+	}
+	if len(keys) != 1 || !validIdempotencyKey(keys[0]) {
+		return "", true, apperr.InvalidField("Idempotency-Key", "must be 1–128 printable ASCII characters")
+	}
+	return keys[0], true, nil
 }
 
 func validIdempotencyKey(k string) bool {
@@ -189,9 +202,27 @@ func (a *api) run(r *request, exec func(ctx context.Context) (outcome, error)) e
 		return a.replay(r, re.Record)
 	}
 	if err != nil {
-		return err
+		return a.lostToSameKey(r, err)
 	}
 	return a.render(r.c, r.status, r.location, r.meta.CommandID, out)
+}
+
+// lostToSameKey answers a command that failed: when a request with the same key took the
+// key while this one was being decided (a client's retry racing its first try), this one
+// gets that request's answer, as if it had come second; otherwise err.
+func (a *api) lostToSameKey(r *request, err error) error {
+	idem := r.meta.Idempotency
+	if idem == nil || apperr.KindOf(err) == apperr.KindUnavailable {
+		return err
+	}
+	rec, lookupErr := a.store.LookupIdempotency(r.c.Request().Context(), idem.Key)
+	if lookupErr != nil || rec == nil {
+		return err
+	}
+	if rec.RequestHash != idem.RequestHash {
+		return apperr.IdempotencyKeyReused()
+	}
+	return a.replay(r, *rec)
 }
 
 func (a *api) render(c echo.Context, status int, location, commandID string, out outcome) error {

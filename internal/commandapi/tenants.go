@@ -32,8 +32,11 @@ type provisionBody struct {
 }
 
 // postTenant provisions a tenant; it is idempotent by nature (200 when it is there with the
-// same settings), so an Idempotency-Key adds nothing and is accepted but not recorded.
+// same settings), so an Idempotency-Key adds nothing and is checked but not recorded.
 func (a *api) postTenant(c echo.Context) error {
+	if _, _, err := idempotencyKey(c); err != nil {
+		return err
+	}
 	var b provisionBody
 	if err := httpapi.DecodeJSON(c, &b); err != nil {
 		return err
@@ -62,6 +65,9 @@ func (a *api) putKeycloak(c echo.Context) error {
 	system, tenant := c.Param("system"), c.Param("tenant")
 	if !commands.ValidID(system) || !commands.ValidID(tenant) {
 		return apperr.NotFound("tenant")
+	}
+	if _, _, err := idempotencyKey(c); err != nil {
+		return err
 	}
 	var b keycloakBody
 	if err := httpapi.DecodeJSON(c, &b); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"time"
@@ -12,9 +13,15 @@ import (
 	"github.com/ssodir/ssodir/internal/events"
 )
 
-// maxAttempts bounds how often a command is decided again after losing a race that the
-// client did not cause (another writer moved the version it had not pinned with If-Match).
+// maxAttempts bounds how often a tenant row update is tried again after losing a race.
 const maxAttempts = 8
+
+// maxRetries bounds how often a command is decided again after losing a race that the
+// client did not cause (another writer moved the version it had not pinned with If-Match).
+// Every lost race is another writer's commit, so with n writers on one aggregate the last
+// one loses up to n-1 times; the bound is a count, so a slow machine does not turn
+// contention into 503s.
+const maxRetries = 64
 
 // Deps are what every handler needs besides its store.
 type Deps struct {
@@ -37,15 +44,17 @@ func checkIfMatch(m Meta, current int64) error {
 // A client that sent If-Match gets 412 on the next attempt, from checkIfMatch.
 func retry(ctx context.Context, attempt func() error) error {
 	var err error
-	for i := 0; i < maxAttempts; i++ {
+	for i := range maxRetries {
 		err = attempt()
 		if !errors.Is(err, ErrVersionConflict) && !errors.Is(err, ErrMembershipConflict) {
 			return err
 		}
-		if ctx.Err() != nil {
+		// Full jitter, so that the losers of one race do not all meet again in the next.
+		select {
+		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(rand.N(time.Duration(min(1<<min(i, 5), 32)) * time.Millisecond)):
 		}
-		time.Sleep(time.Duration(i*i) * time.Millisecond)
 	}
 	return apperr.Unavailable(err, time.Second)
 }

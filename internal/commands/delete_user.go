@@ -64,9 +64,11 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 		return 0, err
 	}
 	if len(leftover) > 0 {
-		if err := h.deps.Store.RemoveMembersAfter(ctx, t, events.KindUser, tomb.Username, tomb.Version, leftover); err != nil {
-			return 0, err
-		}
+		// The delete is recorded, so it is answered as done whatever happens now: an error
+		// here would tell the client that nothing was written. Memberships this clean-up
+		// cannot remove stay under the tombstone's cleanup mark, and the next create of the
+		// name removes them first, as after a crash.
+		_ = h.deps.Store.RemoveMembersAfter(ctx, t, events.KindUser, tomb.Username, tomb.Version, leftover)
 	}
 	return tomb.Version, nil
 }

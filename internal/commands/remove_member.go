@@ -34,25 +34,22 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		if err := checkIfMatch(m, g.State.Version); err != nil {
 			return err
 		}
+		// An unknown or deleted user is a 404, also when a membership of it is left over
+		// from a delete whose clean-up is pending.
+		u, err := h.deps.Store.LoadUser(ctx, t, username)
+		if err != nil {
+			return err
+		}
+		if !u.Live() {
+			return apperr.NotFound("user")
+		}
 		member, err := h.deps.Store.IsMember(ctx, t, g.State.Key, username)
 		if err != nil {
 			return err
 		}
 		if !member {
-			// Removing a non-member is a no-op, but an unknown user is still a 404.
-			u, err := h.deps.Store.LoadUser(ctx, t, username)
-			if err != nil {
-				return err
-			}
-			if !u.Live() {
-				return apperr.NotFound("user")
-			}
 			version = g.State.Version
 			return h.deps.recordNoop(ctx, t, m, events.KindGroup, g.State.Key, g.State.Version)
-		}
-		u, err := h.deps.Store.LoadUser(ctx, t, username)
-		if err != nil {
-			return err
 		}
 		now := h.deps.now()
 		next := g.State

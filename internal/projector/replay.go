@@ -65,6 +65,8 @@ type ReplayOptions struct {
 	Progress Progress
 	// Out receives the report lines.
 	Out io.Writer
+	// PageSize limits the items of one scan page (0: DynamoDB's 1 MB pages).
+	PageSize int32
 	// StopAfterPages interrupts the scan after this many pages (tests of resumption).
 	StopAfterPages int
 }
@@ -309,6 +311,9 @@ func (r *Replayer) scanPhase(ctx context.Context, row dynamo.Tenant, phase strin
 			input.TableName = aws.String(row.CommandsTable)
 			input.Segment, input.TotalSegments = aws.Int32(int32(seg)), aws.Int32(int32(opts.Segments))
 			input.ExclusiveStartKey = start
+			if opts.PageSize > 0 {
+				input.Limit = aws.Int32(opts.PageSize)
+			}
 			for {
 				out, err := r.db.Scan(gctx, &input)
 				if err != nil {

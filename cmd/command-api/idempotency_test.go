@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+
+	"github.com/ssodir/ssodir/internal/auth/authtest"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// sameAnswer fails unless b repeats a: status, the write headers and the body.
+func sameAnswer(t *testing.T, a, b reply) {
+	t.Helper()
+	if a.status != b.status || !bytes.Equal(a.body, b.body) {
+		t.Errorf("answers differ:\n first %s\n again %s", a, b)
+	}
+	for _, h := range []string{"ETag", "Location", "X-Command-Id", "Content-Type"} {
+		if a.header.Get(h) != b.header.Get(h) {
+			t.Errorf("%s: first %q, again %q", h, a.header.Get(h), b.header.Get(h))
+		}
+	}
+}
+
+// historyCount is how many config#<version> records the tenant's write table holds.
+func historyCount(t *testing.T, a *app, base string) int {
+	t.Helper()
+	n := 0
+	for _, it := range a.items(t, a.commandsTable(base)) {
+		if len(attrS(it, "sk")) > 7 && attrS(it, "sk")[:7] == "config#" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	iss := authtest.NewIssuer(t)
+	env := testEnv(t)
+	env["SSO_OIDC_ISSUER"], env["SSO_OIDC_AUDIENCE"] = iss.URL, authtest.Audience
+	a := startApp(t, env)
+	base := a.newTenant(t)
+	a.do(t, "POST", base+"/users", map[string]any{"username": "jdoe"}).want(t, http.StatusCreated)
+	a.do(t, "POST", base+"/groups", map[string]any{"name": "Admins"}).want(t, http.StatusCreated)
+
+	// Every write route: the first request with a key has its effect; the same request
+	// again gets the same answer and has no second effect.
+	routes := []struct {
+		name, method, path string
+		body               any
+	}{
+		{"create user", "POST", "/users", map[string]any{"username": "idem", "email": "idem@example.com", "password": "a password!"}},
+		{"patch user", "PATCH", "/users/jdoe", map[string]any{"first_name": "Jane"}},
+		{"deactivate", "POST", "/users/jdoe/deactivate", nil},
+		{"deactivate again (no change)", "POST", "/users/jdoe/deactivate", nil},
+		{"activate", "POST", "/users/jdoe/activate", nil},
+		{"password", "PUT", "/users/jdoe/password", map[string]any{"password": "new password"}},
+		{"create group", "POST", "/groups", map[string]any{"name": "Team Idem"}},
+		{"patch group", "PATCH", "/groups/admins", map[string]any{"description": "d"}},
+		{"add member", "PUT", "/groups/admins/members/jdoe", nil},
+		{"add member again (no change)", "PUT", "/groups/admins/members/jdoe", nil},
+		{"remove member", "DELETE", "/groups/admins/members/jdoe", nil},
+		{"delete group", "DELETE", "/groups/team%20idem", nil},
+		{"delete user", "DELETE", "/users/idem", nil},
+	}
+	for _, rt := range routes {
+		t.Run(rt.name+": the same key and request get the first answer again", func(t *testing.T) {
+			key := "key-" + randomText(t, 9)
+			first := a.do(t, rt.method, base+rt.path, rt.body, "Idempotency-Key", key)
+			if first.status >= 300 {
+				t.Fatalf("first answer %s", first)
+			}
+			records := historyCount(t, a, base)
+			again := a.do(t, rt.method, base+rt.path, rt.body, "Idempotency-Key", key)
+			sameAnswer(t, first, again)
+			if n := historyCount(t, a, base); n != records {
+				t.Errorf("the repeated request recorded %d events", n-records)
+			}
+		})
+	}
+
+	t.Run("a replay answers with the state the first request produced, not the current one", func(t *testing.T) {
+		first := a.do(t, "PATCH", base+"/users/jdoe", map[string]any{"last_name": "First"}, "Idempotency-Key", "replay-old-state")
+		a.do(t, "PATCH", base+"/users/jdoe", map[string]any{"last_name": "Second"}).want(t, http.StatusOK)
+		sameAnswer(t, first, a.do(t, "PATCH", base+"/users/jdoe", map[string]any{"last_name": "First"}, "Idempotency-Key", "replay-old-state"))
+	})
+
+	t.Run("a failed request does not take its key", func(t *testing.T) {
+		a.do(t, "POST", base+"/users", map[string]any{"username": "jdoe"}, "Idempotency-Key", "failed-first").
+			wantProblem(t, http.StatusConflict, "username_taken")
+		a.do(t, "POST", base+"/users", map[string]any{"username": "jdoe"}, "Idempotency-Key", "failed-first").
+			wantProblem(t, http.StatusConflict, "username_taken")
+		a.do(t, "POST", base+"/users", map[string]any{"username": "other-body"}, "Idempotency-Key", "failed-first").
+			want(t, http.StatusCreated)
+	})
+
+	t.Run("a key is scoped to the caller", func(t *testing.T) {
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "scoped"}, "Idempotency-Key", "scoped-key").want(t, http.StatusCreated)
+		other := iss.Token(t, map[string]any{"sub": "someone-else", "scope": "directory:write", "sso_tenants": "*"})
+		// Not a replay of the bootstrap caller's request: it runs, and the group exists.
+		send(t, a.url, other, "POST", base+"/groups", map[string]any{"name": "scoped"}, "Idempotency-Key", "scoped-key").
+			wantProblem(t, http.StatusConflict, "group_exists")
+		// The other caller's own key does not collide either.
+		send(t, a.url, other, "POST", base+"/groups", map[string]any{"name": "scoped-2"}, "Idempotency-Key", "scoped-key").
+			want(t, http.StatusCreated)
+	})
+
+	t.Run("a key is scoped to the tenant", func(t *testing.T) {
+		other := a.newTenant(t)
+		first := a.do(t, "POST", base+"/groups", map[string]any{"name": "per-tenant"}, "Idempotency-Key", "tenant-key").want(t, http.StatusCreated)
+		second := a.do(t, "POST", other+"/groups", map[string]any{"name": "per-tenant"}, "Idempotency-Key", "tenant-key").want(t, http.StatusCreated)
+		if first.header.Get("X-Command-Id") == second.header.Get("X-Command-Id") {
+			t.Error("the second tenant got the first tenant's answer")
+		}
+	})
+
+	t.Run("concurrent retries with one key have one effect and all get the first answer", func(t *testing.T) {
+		body := map[string]any{"username": "racer", "email": "racer@example.com"}
+		replies := concurrently(t, writers, func(int) reply {
+			return a.do(t, "POST", base+"/users", body, "Idempotency-Key", "racing-key")
+		})
+		for _, r := range replies[1:] {
+			sameAnswer(t, replies[0], r)
+		}
+		if replies[0].status != http.StatusCreated {
+			t.Errorf("answer %s", replies[0])
+		}
+		if e := a.record(t, base, events.KindUser, "racer", 1); e.CommandID != replies[0].header.Get("X-Command-Id") {
+			t.Errorf("X-Command-Id %q is not the recorded command %q", replies[0].header.Get("X-Command-Id"), e.CommandID)
+		}
+	})
+}
+
+// TestIdempotencyKeyAcrossRestart checks that keys survive the process: a second run of
+// the command API on the same tables answers a repeated request as the first run did.
+func TestIdempotencyKeyAcrossRestart(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	first := startApp(t, env)
+	base := first.newTenant(t)
+	body := map[string]any{"username": "restart", "email": "restart@example.com", "first_name": "Re"}
+	created := first.do(t, "POST", base+"/users", body, "Idempotency-Key", "across-restart").want(t, http.StatusCreated)
+	patched := first.do(t, "PATCH", base+"/users/restart", map[string]any{"last_name": "Start"}, "Idempotency-Key", "patch-restart").want(t, http.StatusOK)
+	deleted := first.do(t, "DELETE", base+"/users/restart", nil, "Idempotency-Key", "delete-restart").want(t, http.StatusNoContent)
+	if err := first.stop(); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+
+	second := startApp(t, env)
+	sameAnswer(t, created, second.do(t, "POST", base+"/users", body, "Idempotency-Key", "across-restart"))
+	sameAnswer(t, patched, second.do(t, "PATCH", base+"/users/restart", map[string]any{"last_name": "Start"}, "Idempotency-Key", "patch-restart"))
+	sameAnswer(t, deleted, second.do(t, "DELETE", base+"/users/restart", nil, "Idempotency-Key", "delete-restart"))
+	body["first_name"] = "Other"
+	second.do(t, "POST", base+"/users", body, "Idempotency-Key", "across-restart").wantProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	if n := historyCount(t, second, base); n != 3 {
+		t.Errorf("%d records, want the 3 of the first run", n)
+	}
+}
