@@ -245,17 +245,45 @@ func (a *api) render(c echo.Context, status int, location, commandID string, out
 func (a *api) replay(r *request, rec commands.IdempotencyRecord) error {
 	out := outcome{kind: rec.Kind, key: rec.Key, version: rec.Version}
 	if rec.Status != http.StatusNoContent {
-		env, err := a.store.LoadRecord(r.c.Request().Context(), r.tenant, rec.Kind, rec.Key, rec.Version)
+		body, err := a.recordedBody(r, rec)
 		if err != nil {
 			return err
 		}
-		if u, ok := events.UserState(env.Payload); ok {
-			out.body = toUserJSON(u)
-		} else if g, ok := events.GroupState(env.Payload); ok {
-			out.body = toGroupJSON(g)
-		}
+		out.body = body
 	}
 	return a.render(r.c, rec.Status, rec.Location, rec.CommandID, out)
+}
+
+// recordedBody is the object as the recorded version left it. When SSO_HISTORY_RETENTION
+// has expired that record, the current state stands in if it is still that version;
+// otherwise the replay cannot be rebuilt and the client is told so instead of given
+// another version's body.
+func (a *api) recordedBody(r *request, rec commands.IdempotencyRecord) (any, error) {
+	ctx := r.c.Request().Context()
+	env, err := a.store.LoadRecord(ctx, r.tenant, rec.Kind, rec.Key, rec.Version)
+	if errors.Is(err, commands.ErrRecordGone) {
+		switch rec.Kind {
+		case events.KindUser:
+			if u, lerr := a.store.LoadUser(ctx, r.tenant, rec.Key); lerr == nil && u.Live() && u.State.Version == rec.Version {
+				return toUserJSON(u.State), nil
+			}
+		case events.KindGroup:
+			if g, lerr := a.store.LoadGroup(ctx, r.tenant, rec.Key); lerr == nil && g.Live() && g.State.Version == rec.Version {
+				return toGroupJSON(g.State), nil
+			}
+		}
+		return nil, apperr.Conflict(apperr.CodeIdempotencyReused, "the response to this Idempotency-Key has expired with the history; send the request with a new key")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if u, ok := events.UserState(env.Payload); ok {
+		return toUserJSON(u), nil
+	}
+	if g, ok := events.GroupState(env.Payload); ok {
+		return toGroupJSON(g), nil
+	}
+	return nil, nil
 }
 
 func readRaw(c echo.Context) ([]byte, error) {

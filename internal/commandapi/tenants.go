@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/ssodir/ssodir/internal/apperr"
@@ -57,7 +58,7 @@ func (a *api) postTenant(c echo.Context) error {
 		status = http.StatusCreated
 		c.Response().Header().Set(echo.HeaderLocation, "/v1/systems/"+system+"/tenants/"+rec.ID)
 	}
-	c.Response().Header().Set("ETag", strconv.Quote(strconv.FormatInt(rec.RowVersion, 10)))
+	setTenantHeaders(c, rec)
 	return c.JSON(status, toTenantJSON(rec))
 }
 
@@ -77,7 +78,7 @@ func (a *api) putKeycloak(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set("ETag", strconv.Quote(strconv.FormatInt(rec.RowVersion, 10)))
+	setTenantHeaders(c, rec)
 	return c.JSON(http.StatusOK, toTenantJSON(rec))
 }
 
@@ -88,4 +89,12 @@ func toTenantJSON(rec commands.TenantRecord) tenantJSON {
 		out.Keycloak = &keycloakJSON{URL: k.URL, Realm: k.Realm, ClientID: k.ClientID, OnDelete: k.OnDelete}
 	}
 	return out
+}
+
+// setTenantHeaders adds what every successful write answers with: the row's version and
+// an id for the command.
+func setTenantHeaders(c echo.Context, rec commands.TenantRecord) {
+	h := c.Response().Header()
+	h.Set("ETag", strconv.Quote(strconv.FormatInt(rec.RowVersion, 10)))
+	h.Set("X-Command-Id", uuid.NewString())
 }

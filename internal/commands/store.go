@@ -117,6 +117,8 @@ var (
 	ErrEmailTaken = errors.New("email taken")
 	// ErrUserGone: a membership's user is not live any more.
 	ErrUserGone = errors.New("user deleted concurrently")
+	// ErrRecordGone: a history record was removed by SSO_HISTORY_RETENTION.
+	ErrRecordGone = errors.New("history record gone (history retention)")
 	// ErrMembershipConflict: the user's membership revision moved.
 	ErrMembershipConflict = errors.New("memberships changed concurrently")
 )

@@ -465,7 +465,7 @@ func (s *CommandStore) LoadRecord(ctx context.Context, t commands.Tenant, kind e
 		return events.Envelope{}, err
 	}
 	if item == nil {
-		return events.Envelope{}, fmt.Errorf("record %s v%d is gone (history retention)", key, version)
+		return events.Envelope{}, fmt.Errorf("record %s v%d: %w", key, version, commands.ErrRecordGone)
 	}
 	return DecodeRecord(s.registry, item)
 }
