@@ -133,6 +133,8 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 			return err
 		},
 		Logger: a.log, Registerer: a.reg, TimestampAttribute: "recorded_at_ms", LeaseDuration: a.cfg.LeaseDuration,
+		// New tenants start projecting within seconds; the Config table is small.
+		SourceInterval: 2 * time.Second,
 		// A membership can arrive before its user or group exists in Keycloak (they are
 		// other aggregates, synced side by side): give such records minutes, not seconds,
 		// before they become dead letters.

@@ -123,6 +123,8 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Registerer:         reg,
 		TimestampAttribute: "recorded_at_ms",
 		LeaseDuration:      a.cfg.LeaseDuration,
+		// New tenants start projecting within seconds; the Config table is small.
+		SourceInterval: 2 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/projections"
+)
+
+// writeConcurrency is how many BatchWriteItem calls the raw baselines of the projector keep
+// in flight: as many writes as the projector may have in flight (32 records at once live;
+// 4 scan segments of ApplyBatch with 8 writers each in a replay).
+const writeConcurrency = 32
+
+// recordsPerCreate is the stream records a create writes: config, history record, email guard.
+const recordsPerCreate = 3
+
+func benchCatchup(ctx context.Context, b *bench, sc scale) ([]*result, error) {
+	e, api, _, err := writeEnv(ctx, b, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	raw := projections.Tables{Users: e.prefix + "_raw_users", Activities: e.prefix + "_raw_activities"}
+	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(raw.Users), dynamo.ActivitiesTable(raw.Activities)} {
+		if err := dynamo.EnsureTable(ctx, e.db, spec); err != nil {
+			return nil, err
+		}
+	}
+	var seq atomic.Int64
+	create := func(ctx context.Context, _ int) error {
+		u := benchUser("cu", int(seq.Add(1)), time.Now().UTC())
+		_, _, err := b.expect(ctx, http.StatusCreated, "POST", api.url()+tenantPath()+"/users", createBody(u))
+		return err
+	}
+	proj, err := e.start(ctx, "projector")
+	if err != nil {
+		return nil, err
+	}
+	// Warm-up: creates with the projector following, until it has applied them all; then
+	// the raw reader drains the same records.
+	if _, err := closed(ctx, 8, sc.Warmup, create); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	written := 1 + recordsPerCreate*int(seq.Load()) // the prime record, then the creates
+	if err := waitApplied(ctx, b, proj, written, time.Minute); err != nil {
+		return nil, err
+	}
+	d, err := newRawDrain(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.run(ctx, raw, written); err != nil {
+		return nil, err
+	}
+
+	r := &result{
+		Name: "projector catch-up", Unit: "records/s", BaselineUnit: "records/s",
+		What: fmt.Sprintf("projector stopped, %d creates accepted, projector started: history records applied per second, from its start until every record is applied",
+			sc.CatchupCommands),
+		BaselineWhat: fmt.Sprintf("GetRecords drain of the same stream records, then BatchWriteItem of the same read items (user view, activity) on %d workers", writeConcurrency),
+		Target:       atLeast("per_s", 0.80),
+		Notes:        []string{fmt.Sprintf("each create is %d stream records, one of them a history record; records/s counts history records", recordsPerCreate)},
+	}
+	for range sc.Reps {
+		if err := proj.stop(); err != nil {
+			return nil, err
+		}
+		if _, err := count(ctx, 8, sc.CatchupCommands, func(ctx context.Context, _ int) error { return create(ctx, 0) }); err != nil {
+			return nil, err
+		}
+		want := recordsPerCreate * sc.CatchupCommands
+		t := time.Now()
+		history, err := d.run(ctx, raw, want)
+		if err != nil {
+			return nil, err
+		}
+		base := map[string]float64{"per_s": float64(history) / time.Since(t).Seconds(), "wall_s": time.Since(t).Seconds()}
+
+		t = time.Now()
+		if proj, err = e.start(ctx, "projector"); err != nil {
+			return nil, err
+		}
+		ready := time.Since(t)
+		if err := waitApplied(ctx, b, proj, want, 5*time.Minute); err != nil {
+			return nil, err
+		}
+		wall := time.Since(t)
+		r.add(map[string]float64{"per_s": float64(sc.CatchupCommands) / wall.Seconds(), "wall_s": wall.Seconds(), "startup_ms": ms(ready)}, base)
+	}
+	return []*result{r}, nil
+}
+
+// waitApplied waits until the projector process has applied (acked) n stream records of
+// the bench tenant, as its ssodir_stream_records_total says.
+func waitApplied(ctx context.Context, b *bench, proj *service, n int, timeout time.Duration) error {
+	return waitFor(ctx, timeout, 10*time.Millisecond, fmt.Sprintf("projector applies %d records", n), func() (bool, error) {
+		got, err := appliedRecords(ctx, b, proj)
+		return got >= float64(n), err
+	})
+}
+
+func appliedRecords(ctx context.Context, b *bench, proj *service) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", proj.url()+"/metrics", nil)
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "ssodir_stream_records_total{") && strings.Contains(line, `tenant="`+benchTenant+`"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				return 0, fmt.Errorf("metric line %q: %w", line, err)
+			}
+			sum += v
+		}
+	}
+	return sum, sc.Err()
+}
+
+// rawDrain reads the bench tenant's stream with GetRecords and writes the read items of its
+// history records with BatchWriteItem, continuing where its last run ended.
+type rawDrain struct {
+	e         *env
+	arn       *string
+	shard     *string
+	last      string
+	projector *projections.Projector
+	registry  *events.Registry
+}
+
+func newRawDrain(ctx context.Context, e *env) (*rawDrain, error) {
+	dt, err := e.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(e.commandsTable())})
+	if err != nil {
+		return nil, err
+	}
+	ds, err := e.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: dt.Table.LatestStreamArn})
+	if err != nil {
+		return nil, err
+	}
+	if len(ds.StreamDescription.Shards) != 1 {
+		return nil, fmt.Errorf("the tenant's stream has %d shards; the raw drain reads one", len(ds.StreamDescription.Shards))
+	}
+	return &rawDrain{e: e, arn: dt.Table.LatestStreamArn, shard: ds.StreamDescription.Shards[0].ShardId,
+		projector: projections.New(e.db, projections.Options{}), registry: events.NewRegistry()}, nil
+}
+
+// run reads the next want records, then writes their read items into t; it returns the
+// number of history records among them.
+func (d *rawDrain) run(ctx context.Context, t projections.Tables, want int) (int, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: d.arn, ShardId: d.shard, ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
+	if d.last != "" {
+		in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(d.last)
+	}
+	out, err := d.e.streams.GetShardIterator(ctx, in)
+	if err != nil {
+		return 0, err
+	}
+	it := out.ShardIterator
+	now := dynamo.FormatTime(time.Now())
+	var users, activities []item
+	for read, empty := 0, 0; read < want; {
+		page, err := d.e.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+		if err != nil {
+			return 0, fmt.Errorf("raw drain: %w", err)
+		}
+		if empty = empty + 1; len(page.Records) > 0 {
+			empty = 0
+		} else if empty > 1000 {
+			return 0, fmt.Errorf("raw drain: %d of %d records, then nothing", read, want)
+		}
+		for _, rec := range page.Records {
+			read++
+			d.last = aws.ToString(rec.Dynamodb.SequenceNumber)
+			img := fromStream(rec.Dynamodb.NewImage)
+			if rec.EventName != stypes.OperationTypeInsert || !dynamo.IsHistorySK(dynamo.StringAttr(img, "sk")) {
+				continue
+			}
+			ev, err := dynamo.DecodeRecord(d.registry, img)
+			if err != nil {
+				return 0, err
+			}
+			fx, err := d.projector.Effects(ev)
+			if err != nil {
+				return 0, err
+			}
+			for _, u := range fx.Upserts {
+				v := maps.Clone(u.Item)
+				v["updated_at"] = s(now)
+				users = append(users, v)
+			}
+			activities = append(activities, fx.Activity)
+		}
+		it = page.NextShardIterator
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return batchWrite(gctx, d.e.db, t.Users, writeConcurrency/2, users) })
+	g.Go(func() error { return batchWrite(gctx, d.e.db, t.Activities, writeConcurrency/2, activities) })
+	return len(activities), g.Wait()
+}
+
+// fromStream converts a stream image to the DynamoDB API's attribute values (the two SDK
+// packages have separate types of the same shape).
+func fromStream(img map[string]stypes.AttributeValue) item {
+	out := make(item, len(img))
+	for k, v := range img {
+		out[k] = fromStreamValue(v)
+	}
+	return out
+}
+
+func fromStreamValue(v stypes.AttributeValue) types.AttributeValue {
+	switch x := v.(type) {
+	case *stypes.AttributeValueMemberS:
+		return &types.AttributeValueMemberS{Value: x.Value}
+	case *stypes.AttributeValueMemberN:
+		return &types.AttributeValueMemberN{Value: x.Value}
+	case *stypes.AttributeValueMemberB:
+		return &types.AttributeValueMemberB{Value: bytes.Clone(x.Value)}
+	case *stypes.AttributeValueMemberBOOL:
+		return &types.AttributeValueMemberBOOL{Value: x.Value}
+	case *stypes.AttributeValueMemberNULL:
+		return &types.AttributeValueMemberNULL{Value: x.Value}
+	case *stypes.AttributeValueMemberSS:
+		return &types.AttributeValueMemberSS{Value: x.Value}
+	case *stypes.AttributeValueMemberNS:
+		return &types.AttributeValueMemberNS{Value: x.Value}
+	case *stypes.AttributeValueMemberBS:
+		return &types.AttributeValueMemberBS{Value: x.Value}
+	case *stypes.AttributeValueMemberL:
+		l := make([]types.AttributeValue, len(x.Value))
+		for i, e := range x.Value {
+			l[i] = fromStreamValue(e)
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	case *stypes.AttributeValueMemberM:
+		return &types.AttributeValueMemberM{Value: fromStream(x.Value)}
+	}
+	return &types.AttributeValueMemberNULL{Value: true}
+}

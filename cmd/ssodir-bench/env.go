@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+)
+
+// The tenant every scenario works in, and the token it uses.
+const (
+	benchSystem = "bench"
+	benchTenant = "t1"
+	benchToken  = "ssodir-bench-token"
+)
+
+// bench is what all scenarios share: the built binaries, the secret key, an HTTP client and
+// the peak memory seen per process.
+type bench struct {
+	root   string
+	binDir string
+	key    string
+	http   *http.Client
+	log    io.Writer
+
+	mu   sync.Mutex
+	peak map[string]int64
+	// shared is the one DynamoDB Local of a run that does not start one per scenario.
+	shared *dynamotest.Local
+}
+
+func newBench(ctx context.Context, log io.Writer) (*bench, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return nil, fmt.Errorf("find the module root (go list -m): %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	dir, err := os.MkdirTemp("", "ssodir-bench-bin")
+	if err != nil {
+		return nil, err
+	}
+	// No -race: the services are measured as they run in production.
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/query-api", "./cmd/projector")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("build the services: %v\n%s", err, out)
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	return &bench{
+		root: root, binDir: dir, key: base64.StdEncoding.EncodeToString(key),
+		http: &http.Client{Transport: tr, Timeout: 60 * time.Second},
+		log:  log, peak: map[string]int64{},
+	}, nil
+}
+
+func (b *bench) close() {
+	if b.shared != nil {
+		b.record("dynamodb-local", jvmPeak(b.shared))
+		b.shared.Stop()
+	}
+	os.RemoveAll(b.binDir)
+}
+
+// record keeps the highest peak RSS seen for a process name.
+func (b *bench) record(name string, bytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bytes > b.peak[name] {
+		b.peak[name] = bytes
+	}
+}
+
+func (b *bench) logf(format string, args ...any) { fmt.Fprintf(b.log, format+"\n", args...) }
+
+// env is one scenario's installation: a DynamoDB Local of its own (DYNAMODB-LOCAL.md, trap
+// 1: a stream table whose first record follows many records of other tables is slow), a
+// table prefix, and the services it has started.
+type env struct {
+	b        *bench
+	local    *dynamotest.Local
+	own      bool
+	prefix   string
+	names    dynamo.Names
+	db       *dynamodb.Client
+	streams  *dynamodbstreams.Client
+	services []*service
+}
+
+func (b *bench) newEnv(ctx context.Context, fresh bool) (*env, error) {
+	local := b.shared
+	if fresh || local == nil {
+		l, err := dynamotest.Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		local = l
+		if !fresh {
+			b.shared = l
+		}
+	}
+	prefix := dynamotest.UniqueName("bench")
+	return &env{b: b, local: local, own: fresh, prefix: prefix, names: dynamo.Names{Prefix: prefix},
+		db: local.DynamoDB(), streams: local.Streams()}, nil
+}
+
+// close stops the scenario's services and, if it has its own, DynamoDB Local.
+func (e *env) close() {
+	for _, s := range e.services {
+		_ = s.stop()
+	}
+	if e.own {
+		e.b.record("dynamodb-local", jvmPeak(e.local))
+		e.local.Stop()
+	}
+}
+
+// service is a running ssodir binary.
+type service struct {
+	name string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *tail
+	b    *bench
+}
+
+var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR"}
+
+// start runs a binary against the scenario's DynamoDB Local and waits until /readyz
+// answers 200.
+func (e *env) start(ctx context.Context, name string) (*service, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(e.b.binDir, name))
+	cmd.Env = append(e.local.Env(),
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.b.key, "SSO_BOOTSTRAP_TOKEN="+benchToken,
+		"SSO_LOG_LEVEL=info", addrVar[name]+"="+addr, "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+	s := &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), out: &tail{}, b: e.b}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	go s.sampleRSS()
+	e.services = append(e.services, s)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("%s exited during start:\n%s", name, s.out)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		default:
+		}
+		resp, err := e.b.http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("%s not ready within 60s:\n%s", name, s.out)
+}
+
+// url is the service's base URL.
+func (s *service) url() string { return "http://" + s.addr }
+
+// sampleRSS records the process's peak RSS (VmHWM) while it runs; the last sample is taken
+// by stop, before the process goes away with its /proc entry.
+func (s *service) sampleRSS() {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.b.record(s.name, vmHWM(s.cmd.Process.Pid))
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit; it is a no-op once the process is gone.
+func (s *service) stop() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	s.b.record(s.name, vmHWM(s.cmd.Process.Pid))
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(40 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return fmt.Errorf("%s did not stop within 40s of SIGTERM", s.name)
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("%s exited %d after SIGTERM:\n%s", s.name, code, s.out)
+	}
+	return nil
+}
+
+// vmHWM is a process's peak resident set size in bytes (0 if it cannot be read).
+func vmHWM(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// jvmPeak is the peak RSS of the DynamoDB Local JVM, found by the port in its command line
+// (dynamotest does not expose the process).
+func jvmPeak(l *dynamotest.Local) int64 {
+	port := l.Endpoint[strings.LastIndexByte(l.Endpoint, ':')+1:]
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(d + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte("DynamoDBLocal.jar")) {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		for i, a := range args {
+			if a == "-port" && i+1 < len(args) && args[i+1] == port {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return vmHWM(pid)
+			}
+		}
+	}
+	return 0
+}
+
+// selfPeak is the bench process's own peak RSS: it runs the replay and the Keycloak
+// reconcile in-process.
+func selfPeak() int64 { return vmHWM(os.Getpid()) }
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// tail keeps the last 16 KiB a process printed, for error messages.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 16<<10; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// call sends one API request with the bench token and returns the status, headers and
+// body. A status >= 500 or a transport error is an error.
+func (b *bench) call(ctx context.Context, method, url string, body []byte, header ...string) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if resp.StatusCode >= 500 {
+		return resp.StatusCode, resp.Header, data, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
+	}
+	return resp.StatusCode, resp.Header, data, nil
+}
+
+// expect is call that wants one status.
+func (b *bench) expect(ctx context.Context, want int, method, url string, body []byte, header ...string) (http.Header, []byte, error) {
+	status, h, data, err := b.call(ctx, method, url, body, header...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if status != want {
+		return nil, nil, fmt.Errorf("%s %s: want %d, got %d %s", method, url, want, status, data)
+	}
+	return h, data, nil
+}
+
+// provision creates the bench tenant through the command API.
+func (e *env) provision(ctx context.Context, api *service) error {
+	body, _ := json.Marshal(map[string]string{"tenant_id": benchTenant})
+	_, _, err := e.b.expect(ctx, http.StatusCreated, "POST", api.url()+"/v1/systems/"+benchSystem+"/tenants", body)
+	return err
+}
+
+// tenantPath is the API path of the bench tenant.
+func tenantPath() string { return "/v1/systems/" + benchSystem + "/tenants/" + benchTenant }
+
+// commandsTable, usersTable and activitiesTable are the bench tenant's first-generation tables.
+func (e *env) commandsTable() string { return e.names.Commands(benchSystem, benchTenant) }
+func (e *env) usersTable() string    { return e.names.Users(benchSystem, benchTenant, 0) }
+func (e *env) activitiesTable() string {
+	return e.names.Activities(benchSystem, benchTenant, 0)
+}

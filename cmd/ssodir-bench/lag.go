@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+)
+
+// pollEvery is how often a client without X-Min-Version asks whether a user is visible.
+const pollEvery = 5 * time.Millisecond
+
+func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
+	e, api, rawStream, err := writeEnv(ctx, b, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	if _, err := e.start(ctx, "projector"); err != nil {
+		return nil, err
+	}
+	query, err := e.start(ctx, "query-api")
+	if err != nil {
+		return nil, err
+	}
+	var seq atomic.Int64
+	create := func(ctx context.Context) (string, error) {
+		u := benchUser("lag", int(seq.Add(1)), time.Now().UTC())
+		_, _, err := b.expect(ctx, http.StatusCreated, "POST", api.url()+tenantPath()+"/users", createBody(u))
+		return u.Username, err
+	}
+	// The warm-up measures the command throughput the loads are fractions of.
+	warm, err := closed(ctx, 8, sc.Warmup+sc.Window, func(ctx context.Context, _ int) error { _, err := create(ctx); return err })
+	if err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	throughput := warm.rate()
+	b.logf("   command throughput for the lag loads: %.0f/s", throughput)
+
+	visible := func(ctx context.Context, username string, minVersion bool) error {
+		url := query.url() + tenantPath() + "/users/" + username
+		if minVersion {
+			_, _, err := b.expect(ctx, http.StatusOK, "GET", url, nil, "X-Min-Version", "1")
+			return err
+		}
+		for {
+			status, _, body, err := b.call(ctx, "GET", url, nil)
+			switch {
+			case err != nil:
+				return err
+			case status == http.StatusOK:
+				return nil
+			case status != http.StatusNotFound:
+				return fmt.Errorf("GET %s: %d %s", url, status, body)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pollEvery):
+			}
+		}
+	}
+	// lag runs creates at rate for one window and follows every k-th until it is visible.
+	lag := func(rate float64, minVersion bool) (map[string]float64, error) {
+		rec := &recorder{}
+		every := max(1, int(math.Round(rate/sc.LagSamplesPerS)))
+		_, err := open(ctx, rate, sc.Window, func(ctx context.Context, i int) error {
+			name, err := create(ctx)
+			if err != nil || i%every != 0 {
+				return err
+			}
+			acked := time.Now()
+			if err := visible(ctx, name, minVersion); err != nil {
+				return err
+			}
+			rec.add(time.Since(acked))
+			return nil
+		})
+		f := latencyFigures("", rec.take())
+		f["load_per_s"] = rate
+		return f, err
+	}
+
+	var results []*result
+	for _, load := range []float64{0.25, 0.75} {
+		rate := load * throughput
+		modes := []*result{}
+		for _, mode := range []string{"X-Min-Version", "polling"} {
+			r := &result{
+				Name: fmt.Sprintf("lag %d%% load, %s", int(load*100), mode), Unit: "ms", BaselineUnit: "ms",
+				What: fmt.Sprintf("command acknowledged → user visible in the query API (%s every %s without), %.0f creates/s",
+					map[string]string{"X-Min-Version": "GET with X-Min-Version: 1", "polling": "GET polled"}[mode], pollEvery, rate),
+				BaselineWhat: "PutItem returned → record seen by a tight GetRecords loop, same rate",
+				Notes:        []string{fmt.Sprintf("%.0f%% of the command throughput measured in the same run (%.0f/s at c=8)", load*100, throughput)},
+			}
+			if load == 0.75 {
+				r.Target = atMost("p99_ms", 50)
+			}
+			modes = append(modes, r)
+			results = append(results, r)
+		}
+		for range sc.Reps {
+			base, err := streamLatency(ctx, e, rawStream, rate, sc.Window)
+			if err != nil {
+				return nil, err
+			}
+			for i, r := range modes {
+				fig, err := lag(rate, i == 0)
+				if err != nil {
+					return nil, err
+				}
+				r.add(fig, base)
+			}
+		}
+	}
+	return results, nil
+}
+
+// streamLatency writes history-sized items into a stream table at rate for d and measures
+// from each PutItem's return to the moment a tight GetRecords loop sees its record.
+func streamLatency(ctx context.Context, e *env, table string, rate float64, d time.Duration) (map[string]float64, error) {
+	it, err := latestIterator(ctx, e, table)
+	if err != nil {
+		return nil, err
+	}
+	var returned, seen sync.Map // key → time.Time
+	var written, found atomic.Int64
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	readErr := make(chan error, 1)
+	go func() {
+		for readCtx.Err() == nil {
+			out, err := e.streams.GetRecords(readCtx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(it)})
+			if err != nil {
+				if readCtx.Err() == nil {
+					readErr <- fmt.Errorf("raw stream read: %w", err)
+				}
+				return
+			}
+			now := time.Now()
+			for _, r := range out.Records {
+				if v, ok := r.Dynamodb.Keys["id"].(*stypes.AttributeValueMemberS); ok {
+					seen.Store(v.Value, now)
+					found.Add(1)
+				}
+			}
+			it = aws.ToString(out.NextShardIterator)
+		}
+		readErr <- nil
+	}()
+	var seq atomic.Int64
+	at := time.Now().UTC()
+	_, err = open(ctx, rate, d, func(ctx context.Context, _ int) error {
+		i := int(seq.Add(1))
+		key := fmt.Sprintf("stream#%d-%d", at.UnixNano(), i)
+		h := history(userCreated(benchUser("stream", i, at)))
+		h["id"] = s(key)
+		if _, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: h}); err != nil {
+			return err
+		}
+		returned.Store(key, time.Now())
+		written.Add(1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 10*time.Second, time.Millisecond, "raw stream records", func() (bool, error) {
+		return found.Load() >= written.Load(), nil
+	}); err != nil {
+		return nil, err
+	}
+	stopReading()
+	if err := <-readErr; err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	var lats []time.Duration
+	returned.Range(func(k, v any) bool {
+		if t, ok := seen.Load(k); ok {
+			lats = append(lats, max(0, t.(time.Time).Sub(v.(time.Time))))
+		}
+		return true
+	})
+	f := latencyFigures("", lats)
+	f["load_per_s"] = rate
+	return f, nil
+}
+
+// latestIterator is a LATEST iterator on the open shard of a table's stream.
+func latestIterator(ctx context.Context, e *env, table string) (string, error) {
+	dt, err := e.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return "", err
+	}
+	arn := dt.Table.LatestStreamArn
+	ds, err := e.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
+	if err != nil {
+		return "", err
+	}
+	for _, sh := range ds.StreamDescription.Shards {
+		if sh.SequenceNumberRange == nil || sh.SequenceNumberRange.EndingSequenceNumber == nil {
+			out, err := e.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
+				StreamArn: arn, ShardId: sh.ShardId, ShardIteratorType: stypes.ShardIteratorTypeLatest})
+			if err != nil {
+				return "", err
+			}
+			return aws.ToString(out.ShardIterator), nil
+		}
+	}
+	return "", fmt.Errorf("stream of %s has no open shard", table)
+}

@@ -1,0 +1,124 @@
+// Command ssodir-bench measures ssodir against the DynamoDB Local it runs on: every
+// scenario is measured together with a raw baseline — the same DynamoDB Local, the same
+// item shapes, the same concurrency, issued directly with the AWS SDK — and reported as a
+// ratio to it. It builds the services, starts them as processes, prints a table and writes
+// the same figures as JSON. See README.md, "Performance".
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ssodir-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// scenario measures one row group of the table.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, b *bench, sc scale) ([]*result, error)
+}
+
+var scenarios = []scenario{
+	{"create", benchCreate},
+	{"update", benchUpdate},
+	{"lag", benchLag},
+	{"reads", benchReads},
+	{"catchup", benchCatchup},
+	{"replay", benchReplay},
+	{"keycloak", benchKeycloak},
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ssodir-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scaleName := fs.String("scale", "full", "full, small (a tenth, under 3 minutes) or tiny (smoke test)")
+	out := fs.String("out", "bench-results.json", "where to write the JSON results")
+	only := fs.String("only", "", "comma-separated scenarios to run (default all: "+names()+")")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (in-process replay and reconcile included)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sc, err := scaleNamed(*scaleName)
+	if err != nil {
+		return err
+	}
+	selected := scenarios
+	if *only != "" {
+		want := strings.Split(*only, ",")
+		selected = nil
+		for _, s := range scenarios {
+			if slices.Contains(want, s.name) {
+				selected = append(selected, s)
+			}
+		}
+		if len(selected) != len(want) {
+			return fmt.Errorf("-only %q: known scenarios are %s", *only, names())
+		}
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	started := time.Now()
+	b, err := newBench(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	rep := &report{Machine: thisMachine(), Scale: sc.Name, StartedAt: started.UTC().Format(time.RFC3339)}
+	for _, s := range selected {
+		t := time.Now()
+		b.logf("== %s (%s scale)", s.name, sc.Name)
+		results, err := s.run(ctx, b, sc)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", s.name, err)
+		}
+		for _, r := range results {
+			rep.Scenarios = append(rep.Scenarios, r.finish())
+		}
+		b.logf("   %s done in %.0fs", s.name, time.Since(t).Seconds())
+	}
+	b.record("ssodir-bench", selfPeak())
+	if b.shared != nil {
+		b.record("dynamodb-local", jvmPeak(b.shared))
+	}
+	b.mu.Lock()
+	rep.RSSPeakBytes = b.peak
+	b.mu.Unlock()
+	rep.DurationS = round(time.Since(started).Seconds(), 1)
+	rep.writeTable(stdout)
+	return rep.writeJSON(*out)
+}
+
+func names() string {
+	var n []string
+	for _, s := range scenarios {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, ",")
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// scale sizes a run. full is the sizes; small is a tenth of them with shorter
+// windows; tiny is seconds per scenario, for the smoke test.
+type scale struct {
+	Name string
+	// Reps is how often every figure and its baseline are measured.
+	Reps int
+	// Warmup is spent on the scenario's operations before anything is measured (a cold JVM
+	// is half as fast); Window is one measuring window of a rate scenario.
+	Warmup, Window time.Duration
+	// CreateConcurrency are the concurrencies of the create scenario.
+	CreateConcurrency []int
+	// UpdateUsers are seeded for the update scenario.
+	UpdateUsers int
+	// ReadUsers and ReadGroups are the read model of the read scenarios; every user is in
+	// two groups.
+	ReadUsers, ReadGroups int
+	// CatchupCommands are accepted while the projector is stopped.
+	CatchupCommands int
+	// ReplayUsers each have ReplayHistory history records.
+	ReplayUsers, ReplayHistory int
+	// KeycloakUsers are reconciled into an empty realm, in KeycloakGroups groups.
+	KeycloakUsers, KeycloakGroups int
+	// LagSamplesPerS is how many commands per second have their lag followed (following
+	// every one would load the query API with polls).
+	LagSamplesPerS float64
+	// FreshDB starts a DynamoDB Local per scenario (DYNAMODB-LOCAL.md, trap 1); the tiny
+	// scale shares one to stay fast.
+	FreshDB bool
+}
+
+var scales = map[string]scale{
+	"full": {
+		Name: "full", Reps: 3, Warmup: 3 * time.Second, Window: 5 * time.Second,
+		CreateConcurrency: []int{1, 8, 32}, UpdateUsers: 2000,
+		ReadUsers: 10000, ReadGroups: 100, CatchupCommands: 20000,
+		ReplayUsers: 100000, ReplayHistory: 10, KeycloakUsers: 10000, KeycloakGroups: 50,
+		LagSamplesPerS: 40, FreshDB: true,
+	},
+	"small": {
+		Name: "small", Reps: 3, Warmup: time.Second, Window: time.Second,
+		CreateConcurrency: []int{1, 8, 32}, UpdateUsers: 400,
+		ReadUsers: 1000, ReadGroups: 10, CatchupCommands: 2000,
+		ReplayUsers: 10000, ReplayHistory: 10, KeycloakUsers: 1000, KeycloakGroups: 5,
+		LagSamplesPerS: 40, FreshDB: true,
+	},
+	"tiny": {
+		Name: "tiny", Reps: 1, Warmup: 100 * time.Millisecond, Window: 300 * time.Millisecond,
+		CreateConcurrency: []int{1, 8}, UpdateUsers: 16,
+		ReadUsers: 70, ReadGroups: 3, CatchupCommands: 20,
+		ReplayUsers: 20, ReplayHistory: 3, KeycloakUsers: 20, KeycloakGroups: 2,
+		LagSamplesPerS: 20, FreshDB: false,
+	},
+}
+
+func scaleNamed(name string) (scale, error) {
+	s, ok := scales[name]
+	if !ok {
+		return scale{}, fmt.Errorf("unknown scale %q (full, small or tiny)", name)
+	}
+	return s, nil
+}

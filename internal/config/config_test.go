@@ -1,0 +1,68 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const key32 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+
+func TestLoad(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		load    func(Env) error
+		wantErr []string
+	}{
+		{"the command API starts with a key and a token", map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadCommandAPI(e); return err }, nil},
+		{"every problem is reported at once", map[string]string{"SSO_LOG_LEVEL": "loud", "SSO_COMMAND_ADDR": "nowhere", "SSO_SECRET_KEY": "short"},
+			func(e Env) error { _, err := LoadCommandAPI(e); return err },
+			[]string{"SSO_LOG_LEVEL", "SSO_COMMAND_ADDR", "SSO_SECRET_KEY", "SSO_BOOTSTRAP_TOKEN"}},
+		{"an issuer needs an audience", map[string]string{"SSO_SECRET_KEY": key32, "SSO_OIDC_ISSUER": "http://x"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_OIDC_AUDIENCE"}},
+		{"the query API needs a cursor key when only KMS is configured", map[string]string{"SSO_KMS_KEY_ID": "k", "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CURSOR_KEY"}},
+		{"a bad retention is refused", map[string]string{"SSO_ACTIVITY_RETENTION": "ninety days"},
+			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_ACTIVITY_RETENTION"}},
+		{"the delete share must be a fraction", map[string]string{"SSO_SECRET_KEY": key32, "SSO_RECONCILE_MAX_DELETE_SHARE": "2"},
+			func(e Env) error { _, err := LoadKeycloakSync(e); return err }, []string{"SSO_RECONCILE_MAX_DELETE_SHARE"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.load(Map(c.env))
+			if len(c.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not name %s: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	p, err := LoadProjector(Map(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TablePrefix != "mbcsso_dev" || p.Addr != "127.0.0.1:8082" || p.ActivityRetention != 2160*time.Hour || p.LeaseDuration != 10*time.Second {
+		t.Errorf("projector defaults: %+v", p)
+	}
+	c, err := LoadCommandAPI(Map(map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_CORS_ORIGINS": "https://a, https://b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8080" || c.HistoryRetention != 0 || len(c.CORSOrigins) != 2 || c.CORSOrigins[1] != "https://b" {
+		t.Errorf("command API defaults: %+v", c)
+	}
+}
