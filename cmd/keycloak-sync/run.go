@@ -170,16 +170,41 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	go func() { served <- httpapi.Serve(ctx, e, ln, a.log) }()
 	reconciled := make(chan struct{})
 	go func() { defer close(reconciled); a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) }()
+	redriven := make(chan struct{})
+	go func() { defer close(redriven); a.redriveLoop(ctx, sub.DeadLetters()) }()
 
 	routerErr := router.Run(ctx)
 	stop()
 	closeErr := router.Close()
 	<-reconciled
+	<-redriven
 	serveErr := <-served
 	if errors.Is(routerErr, context.Canceled) {
 		routerErr = nil
 	}
 	return errors.Join(routerErr, closeErr, serveErr)
+}
+
+// redriveInterval is how often dead letters are re-driven automatically. Syncing an event
+// again is idempotent, so after a Keycloak outage the parked records of an aggregate flow
+// again by themselves instead of waiting for an operator.
+const redriveInterval = time.Minute
+
+func (a *app) redriveLoop(ctx context.Context, dl *streams.DeadLetters) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(redriveInterval):
+		}
+		res, err := dl.Redrive(ctx, streams.DeadLetterFilter{}, a.handler.Apply)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("re-drive dead letters", zap.Error(err))
+		case res.Applied > 0 || len(res.Failed) > 0:
+			a.log.Info("re-drove dead letters", zap.Int("applied", res.Applied), zap.Int("still_failing", len(res.Failed)))
+		}
+	}
 }
 
 func (a *app) reconcile(ctx context.Context, args []string, stdout io.Writer) error {

@@ -92,6 +92,10 @@ type Config struct {
 	// MaxInFlight bounds the messages delivered and not yet acked or nacked, over all
 	// shards. Default 32.
 	MaxInFlight int
+	// MaxInFlightPerShard bounds the messages of one shard in flight, so one stream —
+	// one tenant, whose handler may be slow or failing — never takes every slot of
+	// MaxInFlight from the others. Default MaxInFlight/4 (at least 1).
+	MaxInFlightPerShard int
 	// MaxAttempts is how often a record is delivered before it becomes a dead letter.
 	// Default 5.
 	MaxAttempts int
@@ -125,6 +129,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.ShardSyncInterval, time.Minute)
 	setDefault(&c.CheckpointInterval, time.Second)
 	setDefault(&c.MaxInFlight, 32)
+	setDefault(&c.MaxInFlightPerShard, max(1, c.MaxInFlight/4))
 	setDefault(&c.MaxAttempts, 5)
 	setDefault(&c.RetryBackoff, 200*time.Millisecond)
 	setDefault(&c.MaxRetryBackoff, 10*time.Second)

@@ -196,7 +196,9 @@ func (w *shardWorker) run() {
 		var out chan<- *message.Message
 		if !stopping && len(w.ready) > 0 {
 			if !w.haveSlot {
-				slot = w.s.sem
+				if w.inflight < w.s.cfg.MaxInFlightPerShard {
+					slot = w.s.sem
+				}
 			} else {
 				if w.next == nil {
 					w.prepare(w.ready[0])
