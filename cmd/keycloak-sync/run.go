@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/schollz/progressbar/v3"
@@ -21,7 +19,6 @@ import (
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/keycloaksync"
 	"github.com/ssodir/ssodir/internal/process"
@@ -143,46 +140,16 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	if err != nil {
 		return err
 	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, process.WatermillLogger(a.log))
-	if err != nil {
-		return fmt.Errorf("router: %w", err)
-	}
-	router.AddMiddleware(streams.FailureReason)
-	router.AddConsumerHandler("keycloak", "ssodir.user_commands", sub, a.handler.HandleMessage)
-
-	e := httpapi.NewEcho(httpapi.Options{Log: a.log, Metrics: httpapi.NewMetrics(a.reg), Service: "keycloak-sync"})
-	httpapi.RegisterProbes(e, func(ctx context.Context) error {
-		if err := dynamo.Ping(ctx, a.clients.DB, a.names.Config()); err != nil {
-			return err
-		}
-		return sub.Ready()
-	}, a.reg)
-	ln, err := net.Listen("tcp", a.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
-	}
-	if onListen != nil {
-		onListen(ln.Addr().String())
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- httpapi.Serve(ctx, e, ln, a.log) }()
-	reconciled := make(chan struct{})
-	go func() { defer close(reconciled); a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) }()
-	redriven := make(chan struct{})
-	go func() { defer close(redriven); a.redriveLoop(ctx, sub.DeadLetters()) }()
-
-	routerErr := router.Run(ctx)
-	stop()
-	closeErr := router.Close()
-	<-reconciled
-	<-redriven
-	serveErr := <-served
-	if errors.Is(routerErr, context.Canceled) {
-		routerErr = nil
-	}
-	return errors.Join(routerErr, closeErr, serveErr)
+	return process.Consumer{
+		Service: "keycloak-sync", Addr: a.cfg.Addr, Log: a.log, Registry: a.reg, Subscriber: sub,
+		Handle:   a.handler.HandleMessage,
+		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
+		OnListen: onListen,
+		Background: []func(context.Context){
+			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
+			func(ctx context.Context) { a.redriveLoop(ctx, sub.DeadLetters()) },
+		},
+	}.Run(ctx)
 }
 
 // redriveInterval is how often dead letters are re-driven automatically. Syncing an event

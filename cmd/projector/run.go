@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
@@ -17,7 +14,6 @@ import (
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/projector"
@@ -40,10 +36,6 @@ AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 
 // consumer names the projector's leases, checkpoints and dead letters.
 const consumer = "projector"
-
-// topic is the watermill topic of command-log records; the Subscriber follows every
-// tenant's stream whatever the topic's name.
-const topic = "ssodir.user_commands"
 
 type listening func(addr string)
 
@@ -129,42 +121,12 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	if err != nil {
 		return err
 	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, process.WatermillLogger(a.log))
-	if err != nil {
-		return fmt.Errorf("router: %w", err)
-	}
-	router.AddMiddleware(streams.FailureReason)
-	router.AddConsumerHandler("project", topic, sub, a.handler.HandleMessage)
-
-	e := httpapi.NewEcho(httpapi.Options{Log: a.log, Metrics: httpapi.NewMetrics(reg), Service: "projector"})
-	httpapi.RegisterProbes(e, func(ctx context.Context) error {
-		if err := dynamo.Ping(ctx, a.clients.DB, a.names.Config()); err != nil {
-			return err
-		}
-		return sub.Ready()
-	}, reg)
-	ln, err := net.Listen("tcp", a.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
-	}
-	if onListen != nil {
-		onListen(ln.Addr().String())
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- httpapi.Serve(ctx, e, ln, a.log) }()
-
-	// The router runs until ctx is done; closing it drains in-flight records, and the
-	// subscriber then writes final checkpoints and releases its leases.
-	routerErr := router.Run(ctx)
-	cancel()
-	closeErr := router.Close()
-	serveErr := <-served
-	if errors.Is(routerErr, context.Canceled) {
-		routerErr = nil
-	}
-	return errors.Join(routerErr, closeErr, serveErr)
+	return process.Consumer{
+		Service: "projector", Addr: a.cfg.Addr, Log: a.log, Registry: reg, Subscriber: sub,
+		Handle:   a.handler.HandleMessage,
+		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
+		OnListen: onListen,
+	}.Run(ctx)
 }
 
 // tenantFlags parses --system and --tenant (and extra flags) of a subcommand.
