@@ -23,6 +23,7 @@ import (
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 // Store is the write model plus what rendering a replay needs.
@@ -265,11 +266,11 @@ func (a *api) recordedBody(r *request, rec commands.IdempotencyRecord) (any, err
 		switch rec.Kind {
 		case events.KindUser:
 			if u, lerr := a.store.LoadUser(ctx, r.tenant, rec.Key); lerr == nil && u.Live() && u.State.Version == rec.Version {
-				return toUserJSON(u.State), nil
+				return objects.FromUser(u.State), nil
 			}
 		case events.KindGroup:
 			if g, lerr := a.store.LoadGroup(ctx, r.tenant, rec.Key); lerr == nil && g.Live() && g.State.Version == rec.Version {
-				return toGroupJSON(g.State), nil
+				return objects.FromGroup(g.State), nil
 			}
 		}
 		return nil, apperr.Conflict(apperr.CodeIdempotencyReused, "the response to this Idempotency-Key has expired with the history; send the request with a new key")
@@ -278,10 +279,10 @@ func (a *api) recordedBody(r *request, rec commands.IdempotencyRecord) (any, err
 		return nil, err
 	}
 	if u, ok := events.UserState(env.Payload); ok {
-		return toUserJSON(u), nil
+		return objects.FromUser(u), nil
 	}
 	if g, ok := events.GroupState(env.Payload); ok {
-		return toGroupJSON(g), nil
+		return objects.FromGroup(g), nil
 	}
 	return nil, nil
 }

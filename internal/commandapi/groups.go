@@ -9,6 +9,7 @@ import (
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 type createGroupBody struct {
@@ -105,5 +106,5 @@ func (a *api) deleteMember(c echo.Context) error {
 }
 
 func groupOutcome(g events.Group) outcome {
-	return outcome{kind: events.KindGroup, key: g.Key, version: g.Version, body: toGroupJSON(g)}
+	return outcome{kind: events.KindGroup, key: g.Key, version: g.Version, body: objects.FromGroup(g)}
 }

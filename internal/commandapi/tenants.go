@@ -10,6 +10,7 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 type keycloakBody struct {
@@ -82,11 +83,11 @@ func (a *api) putKeycloak(c echo.Context) error {
 	return c.JSON(http.StatusOK, toTenantJSON(rec))
 }
 
-func toTenantJSON(rec commands.TenantRecord) tenantJSON {
-	out := tenantJSON{SystemID: rec.System, TenantID: rec.ID, Status: rec.Status,
-		CreatedAt: timestamp(rec.CreatedAt), UpdatedAt: timestamp(rec.UpdatedAt)}
+func toTenantJSON(rec commands.TenantRecord) objects.Tenant {
+	out := objects.Tenant{SystemID: rec.System, TenantID: rec.ID, Status: rec.Status,
+		CreatedAt: objects.Timestamp(rec.CreatedAt), UpdatedAt: objects.Timestamp(rec.UpdatedAt)}
 	if k := rec.Keycloak; k != nil {
-		out.Keycloak = &keycloakJSON{URL: k.URL, Realm: k.Realm, ClientID: k.ClientID, OnDelete: k.OnDelete}
+		out.Keycloak = &objects.Keycloak{URL: k.URL, Realm: k.Realm, ClientID: k.ClientID, OnDelete: k.OnDelete}
 	}
 	return out
 }

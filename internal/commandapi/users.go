@@ -9,6 +9,7 @@ import (
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 type createUserBody struct {
@@ -121,7 +122,7 @@ func (a *api) deleteUserRoute(c echo.Context) error {
 }
 
 func userOutcome(u events.User) outcome {
-	return outcome{kind: events.KindUser, key: u.Username, version: u.Version, body: toUserJSON(u)}
+	return outcome{kind: events.KindUser, key: u.Username, version: u.Version, body: objects.FromUser(u)}
 }
 
 // noBody refuses a body on routes that take none, rather than ignore it silently.

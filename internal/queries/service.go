@@ -13,6 +13,7 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/objects"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -65,22 +66,22 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 }
 
 // Tenant is a tenant's public settings.
-func (s *Service) Tenant(ctx context.Context, system, tenant string) (Tenant, error) {
+func (s *Service) Tenant(ctx context.Context, system, tenant string) (objects.Tenant, error) {
 	if !ValidID(system) || !ValidID(tenant) {
-		return Tenant{}, apperr.NotFound("tenant")
+		return objects.Tenant{}, apperr.NotFound("tenant")
 	}
 	row, err := s.tenants.get(ctx, system, tenant)
 	if err != nil {
-		return Tenant{}, err
+		return objects.Tenant{}, err
 	}
 	return tenantView(row), nil
 }
 
 // User is one user. With minVersion > 0 it waits until the view has reached that version.
-func (s *Service) User(ctx context.Context, system, tenant, username string, minVersion int64) (User, error) {
+func (s *Service) User(ctx context.Context, system, tenant, username string, minVersion int64) (objects.User, error) {
 	u, ok := NormalizeUsername(username)
 	if !ok {
-		return User{}, apperr.NotFound("user")
+		return objects.User{}, apperr.NotFound("user")
 	}
 	var item projections.UserView
 	err := s.read(ctx, system, tenant, "user", minVersion, func(ctx context.Context, t tables, consistent bool) (int64, bool, error) {
@@ -90,19 +91,19 @@ func (s *Service) User(ctx context.Context, system, tenant, username string, min
 		return item.Version, found, err
 	})
 	if err != nil {
-		return User{}, err
+		return objects.User{}, err
 	}
 	if item.IsDeleted {
-		return User{}, apperr.NotFound("user")
+		return objects.User{}, apperr.NotFound("user")
 	}
 	return userJSON(item), nil
 }
 
 // Group is one group, found by its name in any case. With minVersion > 0 it waits until the
 // view has reached that version.
-func (s *Service) Group(ctx context.Context, system, tenant, name string, minVersion int64) (Group, error) {
+func (s *Service) Group(ctx context.Context, system, tenant, name string, minVersion int64) (objects.Group, error) {
 	if !ValidGroupName(name) {
-		return Group{}, apperr.NotFound("group")
+		return objects.Group{}, apperr.NotFound("group")
 	}
 	key := GroupKey(name)
 	var item projections.GroupView
@@ -113,10 +114,10 @@ func (s *Service) Group(ctx context.Context, system, tenant, name string, minVer
 		return item.Version, found, err
 	})
 	if err != nil {
-		return Group{}, err
+		return objects.Group{}, err
 	}
 	if item.IsDeleted {
-		return Group{}, apperr.NotFound("group")
+		return objects.Group{}, apperr.NotFound("group")
 	}
 	return groupJSON(item), nil
 }
@@ -230,14 +231,14 @@ func viewKey(id string) map[string]types.AttributeValue {
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // Users is a page of the users list q selects.
-func (s *Service) Users(ctx context.Context, system, tenant string, q UsersQuery) (Page[User], error) {
+func (s *Service) Users(ctx context.Context, system, tenant string, q UsersQuery) (Page[objects.User], error) {
 	q, err := q.normalize()
 	if err != nil {
-		return Page[User]{}, err
+		return Page[objects.User]{}, err
 	}
 	t, err := s.tables(ctx, system, tenant)
 	if err != nil {
-		return Page[User]{}, err
+		return Page[objects.User]{}, err
 	}
 	var spec listSpec
 	switch {
@@ -287,8 +288,8 @@ func namePrefixSpec(t tables, list, index, sortAttr, prefix string) listSpec {
 	}
 }
 
-func acceptUsers(_ context.Context, raw []map[string]types.AttributeValue) ([]*User, error) {
-	out := make([]*User, len(raw))
+func acceptUsers(_ context.Context, raw []map[string]types.AttributeValue) ([]*objects.User, error) {
+	out := make([]*objects.User, len(raw))
 	for i, item := range raw {
 		u, err := projections.DecodeUser(item)
 		if err != nil {
@@ -306,13 +307,13 @@ func acceptUsers(_ context.Context, raw []map[string]types.AttributeValue) ([]*U
 }
 
 // Groups is a page of all groups, by name case-insensitively.
-func (s *Service) Groups(ctx context.Context, system, tenant string, p PageRequest) (Page[Group], error) {
+func (s *Service) Groups(ctx context.Context, system, tenant string, p PageRequest) (Page[objects.Group], error) {
 	if err := p.check(); err != nil {
-		return Page[Group]{}, err
+		return Page[objects.Group]{}, err
 	}
 	t, err := s.tables(ctx, system, tenant)
 	if err != nil {
-		return Page[Group]{}, err
+		return Page[objects.Group]{}, err
 	}
 	spec := listSpec{
 		id:        listID{System: system, Tenant: tenant, List: "groups"},
@@ -324,8 +325,8 @@ func (s *Service) Groups(ctx context.Context, system, tenant string, p PageReque
 		ascending: true,
 		keyAttrs:  indexKey("kind", "name_sort"),
 	}
-	page, err := runList(ctx, s.db, s.cursors, spec, p, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*Group, error) {
-		out := make([]*Group, len(raw))
+	page, err := runList(ctx, s.db, s.cursors, spec, p, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*objects.Group, error) {
+		out := make([]*objects.Group, len(raw))
 		for i, item := range raw {
 			g, err := projections.DecodeGroup(item)
 			if err != nil {
@@ -343,24 +344,24 @@ func (s *Service) Groups(ctx context.Context, system, tenant string, p PageReque
 }
 
 // UserGroups is a page of the groups a user belongs to, by name case-insensitively.
-func (s *Service) UserGroups(ctx context.Context, system, tenant, username string, p PageRequest) (Page[Group], error) {
+func (s *Service) UserGroups(ctx context.Context, system, tenant, username string, p PageRequest) (Page[objects.Group], error) {
 	if err := p.check(); err != nil {
-		return Page[Group]{}, err
+		return Page[objects.Group]{}, err
 	}
 	name, ok := NormalizeUsername(username)
 	if !ok {
-		return Page[Group]{}, apperr.NotFound("user")
+		return Page[objects.Group]{}, apperr.NotFound("user")
 	}
 	t, err := s.tables(ctx, system, tenant)
 	if err != nil {
-		return Page[Group]{}, err
+		return Page[objects.Group]{}, err
 	}
 	user, found, err := s.getUser(ctx, t, name, false)
 	if err != nil {
-		return Page[Group]{}, s.fail(t, err)
+		return Page[objects.Group]{}, s.fail(t, err)
 	}
 	if !found || user.IsDeleted {
-		return Page[Group]{}, apperr.NotFound("user")
+		return Page[objects.Group]{}, apperr.NotFound("user")
 	}
 	spec := listSpec{
 		id:        listID{System: system, Tenant: tenant, List: "users.groups", Params: []string{name}},
@@ -372,7 +373,7 @@ func (s *Service) UserGroups(ctx context.Context, system, tenant, username strin
 		ascending: true,
 		keyAttrs:  indexKey("member_id", "id"),
 	}
-	page, err := runList(ctx, s.db, s.cursors, spec, p, func(ctx context.Context, raw []map[string]types.AttributeValue) ([]*Group, error) {
+	page, err := runList(ctx, s.db, s.cursors, spec, p, func(ctx context.Context, raw []map[string]types.AttributeValue) ([]*objects.Group, error) {
 		members, err := decodeMembers(raw)
 		if err != nil {
 			return nil, err
@@ -385,7 +386,7 @@ func (s *Service) UserGroups(ctx context.Context, system, tenant, username strin
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*Group, len(members))
+		out := make([]*objects.Group, len(members))
 		for i, m := range members {
 			item, ok := views[ids[i]]
 			if !ok {
@@ -406,24 +407,24 @@ func (s *Service) UserGroups(ctx context.Context, system, tenant, username strin
 }
 
 // GroupMembers is a page of a group's members, as users, by username.
-func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string, p PageRequest) (Page[User], error) {
+func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string, p PageRequest) (Page[objects.User], error) {
 	if err := p.check(); err != nil {
-		return Page[User]{}, err
+		return Page[objects.User]{}, err
 	}
 	if !ValidGroupName(name) {
-		return Page[User]{}, apperr.NotFound("group")
+		return Page[objects.User]{}, apperr.NotFound("group")
 	}
 	key := GroupKey(name)
 	t, err := s.tables(ctx, system, tenant)
 	if err != nil {
-		return Page[User]{}, err
+		return Page[objects.User]{}, err
 	}
 	group, found, err := s.getGroup(ctx, t, key, false)
 	if err != nil {
-		return Page[User]{}, s.fail(t, err)
+		return Page[objects.User]{}, s.fail(t, err)
 	}
 	if !found || group.IsDeleted {
-		return Page[User]{}, apperr.NotFound("group")
+		return Page[objects.User]{}, apperr.NotFound("group")
 	}
 	spec := listSpec{
 		id:        listID{System: system, Tenant: tenant, List: "groups.members", Params: []string{key}},
@@ -435,7 +436,7 @@ func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string,
 		ascending: true,
 		keyAttrs:  indexKey("member_of", "member_id"),
 	}
-	page, err := runList(ctx, s.db, s.cursors, spec, p, func(ctx context.Context, raw []map[string]types.AttributeValue) ([]*User, error) {
+	page, err := runList(ctx, s.db, s.cursors, spec, p, func(ctx context.Context, raw []map[string]types.AttributeValue) ([]*objects.User, error) {
 		members, err := decodeMembers(raw)
 		if err != nil {
 			return nil, err
@@ -448,7 +449,7 @@ func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string,
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*User, len(members))
+		out := make([]*objects.User, len(members))
 		for i, m := range members {
 			item, ok := views[ids[i]]
 			if !ok {

@@ -6,32 +6,9 @@ import (
 	"time"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/objects"
 	"github.com/ssodir/ssodir/internal/projections"
 )
-
-// User is a user as API.md's "Objects" shows it. It has no password field: the read model
-// never holds one.
-type User struct {
-	Username   string              `json:"username"`
-	Email      string              `json:"email"`
-	FirstName  string              `json:"first_name"`
-	LastName   string              `json:"last_name"`
-	IsActive   bool                `json:"is_active"`
-	Attributes map[string][]string `json:"attributes"`
-	Version    int64               `json:"version"`
-	CreatedAt  string              `json:"created_at"`
-	UpdatedAt  string              `json:"updated_at"`
-}
-
-// Group is a group as API.md's "Objects" shows it; Name keeps the case it was given.
-type Group struct {
-	Name        string              `json:"name"`
-	Description string              `json:"description"`
-	Attributes  map[string][]string `json:"attributes"`
-	Version     int64               `json:"version"`
-	CreatedAt   string              `json:"created_at"`
-	UpdatedAt   string              `json:"updated_at"`
-}
 
 // Activity is one item of the activity feed.
 type Activity struct {
@@ -44,25 +21,6 @@ type Activity struct {
 	Changes    json.RawMessage `json:"changes"`
 }
 
-// Tenant is a tenant's public settings; the Keycloak client secret is never among them.
-type Tenant struct {
-	SystemID string `json:"system_id"`
-	TenantID string `json:"tenant_id"`
-	Status   string `json:"status"`
-	// Keycloak is null while the tenant has no Keycloak settings.
-	Keycloak  *Keycloak `json:"keycloak"`
-	CreatedAt string    `json:"created_at"`
-	UpdatedAt string    `json:"updated_at"`
-}
-
-// Keycloak is a tenant's Keycloak settings without the client secret.
-type Keycloak struct {
-	URL      string `json:"url"`
-	Realm    string `json:"realm"`
-	ClientID string `json:"client_id"`
-	OnDelete string `json:"on_delete"`
-}
-
 // Page is one page of a list; NextCursor is nil on the last page.
 type Page[T any] struct {
 	Items      []T     `json:"items"`
@@ -71,8 +29,8 @@ type Page[T any] struct {
 
 // userJSON is a user view as the API shows it. The view's own updated_at is when it was
 // projected; the user's is config_updated_at.
-func userJSON(v projections.UserView) User {
-	return User{
+func userJSON(v projections.UserView) objects.User {
+	return objects.User{
 		Username:   v.Username,
 		Email:      v.Email,
 		FirstName:  v.FirstName,
@@ -85,8 +43,8 @@ func userJSON(v projections.UserView) User {
 	}
 }
 
-func groupJSON(v projections.GroupView) Group {
-	return Group{
+func groupJSON(v projections.GroupView) objects.Group {
+	return objects.Group{
 		Name:        v.Name,
 		Description: v.Description,
 		Attributes:  nonNil(v.Attributes),
@@ -124,8 +82,8 @@ func activityJSON(a projections.ActivityView) (Activity, error) {
 	}, nil
 }
 
-func tenantView(row dynamo.Tenant) Tenant {
-	t := Tenant{
+func tenantView(row dynamo.Tenant) objects.Tenant {
+	t := objects.Tenant{
 		SystemID:  row.SystemID,
 		TenantID:  row.TenantID,
 		Status:    row.Status,
@@ -137,7 +95,7 @@ func tenantView(row dynamo.Tenant) Tenant {
 		if onDelete == "" {
 			onDelete = "delete"
 		}
-		t.Keycloak = &Keycloak{URL: row.KeycloakURL, Realm: row.KeycloakRealm, ClientID: row.ClientID, OnDelete: onDelete}
+		t.Keycloak = &objects.Keycloak{URL: row.KeycloakURL, Realm: row.KeycloakRealm, ClientID: row.ClientID, OnDelete: onDelete}
 	}
 	return t
 }

@@ -1,0 +1,83 @@
+// Package objects holds the JSON shapes of API.md's "Objects" — users, groups and tenants
+// as both APIs answer with them — so the command and the query API cannot drift apart.
+package objects
+
+import (
+	"time"
+
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// User is a user as API.md's "Objects" shows it. It has no password field: the read model
+// never holds one.
+type User struct {
+	Username   string              `json:"username"`
+	Email      string              `json:"email"`
+	FirstName  string              `json:"first_name"`
+	LastName   string              `json:"last_name"`
+	IsActive   bool                `json:"is_active"`
+	Attributes map[string][]string `json:"attributes"`
+	Version    int64               `json:"version"`
+	CreatedAt  string              `json:"created_at"`
+	UpdatedAt  string              `json:"updated_at"`
+}
+
+// Group is a group as API.md's "Objects" shows it; Name keeps the case it was given.
+type Group struct {
+	Name        string              `json:"name"`
+	Description string              `json:"description"`
+	Attributes  map[string][]string `json:"attributes"`
+	Version     int64               `json:"version"`
+	CreatedAt   string              `json:"created_at"`
+	UpdatedAt   string              `json:"updated_at"`
+}
+
+// Tenant is a tenant's public settings; the Keycloak client secret is never among them.
+type Tenant struct {
+	SystemID string `json:"system_id"`
+	TenantID string `json:"tenant_id"`
+	Status   string `json:"status"`
+	// Keycloak is null while the tenant has no Keycloak settings.
+	Keycloak  *Keycloak `json:"keycloak"`
+	CreatedAt string    `json:"created_at"`
+	UpdatedAt string    `json:"updated_at"`
+}
+
+// Keycloak is a tenant's Keycloak settings without the client secret.
+type Keycloak struct {
+	URL      string `json:"url"`
+	Realm    string `json:"realm"`
+	ClientID string `json:"client_id"`
+	OnDelete string `json:"on_delete"`
+}
+
+// TimeFormat is API.md's timestamp: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Timestamp formats t as TimeFormat.
+func Timestamp(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// Attributes is never null in a response: an empty map reads better for clients.
+func Attributes(a map[string][]string) map[string][]string {
+	if a == nil {
+		return map[string][]string{}
+	}
+	return a
+}
+
+// FromUser is the object of a user's state.
+func FromUser(u events.User) User {
+	return User{
+		Username: u.Username, Email: u.Email, FirstName: u.FirstName, LastName: u.LastName,
+		IsActive: u.IsActive, Attributes: Attributes(u.Attributes), Version: u.Version,
+		CreatedAt: Timestamp(u.CreatedAt), UpdatedAt: Timestamp(u.UpdatedAt),
+	}
+}
+
+// FromGroup is the object of a group's state.
+func FromGroup(g events.Group) Group {
+	return Group{
+		Name: g.Name, Description: g.Description, Attributes: Attributes(g.Attributes), Version: g.Version,
+		CreatedAt: Timestamp(g.CreatedAt), UpdatedAt: Timestamp(g.UpdatedAt),
+	}
+}
