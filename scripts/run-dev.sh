@@ -18,6 +18,8 @@ export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy
 export AWS_ENDPOINT_URL_DYNAMODB="$endpoint" AWS_ENDPOINT_URL_DYNAMODB_STREAMS="$endpoint"
 export SSO_SECRET_KEY=$(cat "$data/secret.key") SSO_BOOTSTRAP_TOKEN="$token"
 export SSO_TABLE_PREFIX="${SSO_TABLE_PREFIX:-mbcsso_dev}"
+# DynamoDB Local has no per-shard read limit: poll the streams tightly for a short lag.
+export SSO_STREAM_POLL="${SSO_STREAM_POLL:-20ms}"
 export SSO_COMMAND_ADDR="${SSO_COMMAND_ADDR:-127.0.0.1:8080}" SSO_QUERY_ADDR="${SSO_QUERY_ADDR:-127.0.0.1:8081}"
 export SSO_PROJECTOR_ADDR="${SSO_PROJECTOR_ADDR:-127.0.0.1:8082}" SSO_KEYCLOAK_SYNC_ADDR="${SSO_KEYCLOAK_SYNC_ADDR:-127.0.0.1:8083}"
 

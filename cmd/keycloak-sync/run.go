@@ -37,7 +37,7 @@ Environment: SSO_TABLE_PREFIX, SSO_KEYCLOAK_SYNC_ADDR (default 127.0.0.1:8083),
 SSO_SECRET_KEY or SSO_KMS_KEY_ID (to open client secrets and passwords),
 SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.2: a
 reconcile refuses to delete more than this share of a realm's managed users),
-SSO_STREAM_LEASE (default 10s), SSO_LOG_LEVEL, AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
+SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms), SSO_LOG_LEVEL, AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -132,6 +132,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Logger: a.log, Registerer: a.reg, TimestampAttribute: "recorded_at_ms", LeaseDuration: a.cfg.LeaseDuration,
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
+		PollInterval:   a.cfg.PollInterval,
 		// A membership can arrive before its user or group exists in Keycloak (they are
 		// other aggregates, synced side by side): give such records minutes, not seconds,
 		// before they become dead letters.

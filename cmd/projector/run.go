@@ -30,7 +30,8 @@ const usage = `usage:
 
 Environment: SSO_TABLE_PREFIX, SSO_PROJECTOR_ADDR (default 127.0.0.1:8082),
 SSO_ACTIVITY_RETENTION (default 2160h; 0 keeps forever), SSO_STREAM_LEASE (default
-10s: how long a silent process keeps its shards), SSO_LOG_LEVEL,
+10s: how long a silent process keeps its shards), SSO_STREAM_POLL (default 250ms:
+the pause after an empty stream page), SSO_LOG_LEVEL,
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -117,6 +118,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		LeaseDuration:      a.cfg.LeaseDuration,
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
+		PollInterval:   a.cfg.PollInterval,
 	})
 	if err != nil {
 		return err

@@ -190,6 +190,10 @@ type Projector struct {
 	// LeaseDuration is how long a silent process keeps its stream shards before another
 	// takes them over (SSO_STREAM_LEASE, default 10s).
 	LeaseDuration time.Duration
+	// PollInterval is the pause after an empty stream page (SSO_STREAM_POLL, default
+	// 250ms). AWS allows 5 GetRecords calls per second per shard, shared by all consumers;
+	// a local DynamoDB takes far more, and a short pause means a short lag.
+	PollInterval time.Duration
 }
 
 // LoadProjector reads Projector from env.
@@ -197,11 +201,21 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(false), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082")}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
-	c.LeaseDuration = r.duration("SSO_STREAM_LEASE", 10*time.Second)
-	if c.LeaseDuration < time.Second {
+	c.LeaseDuration, c.PollInterval = r.stream()
+	return c, r.err()
+}
+
+// stream reads the stream consumer's knobs shared by the projector and keycloak-sync.
+func (r *reader) stream() (lease, poll time.Duration) {
+	lease = r.duration("SSO_STREAM_LEASE", 10*time.Second)
+	if lease < time.Second {
 		r.fail("SSO_STREAM_LEASE: must be at least 1s")
 	}
-	return c, r.err()
+	poll = r.duration("SSO_STREAM_POLL", 250*time.Millisecond)
+	if poll < time.Millisecond || poll > time.Minute {
+		r.fail("SSO_STREAM_POLL: must be between 1ms and 1m")
+	}
+	return lease, poll
 }
 
 // KeycloakSync is cmd/keycloak-sync's configuration.
@@ -213,6 +227,7 @@ type KeycloakSync struct {
 	// realm's managed users is refused.
 	MaxDeleteShare float64
 	LeaseDuration  time.Duration
+	PollInterval   time.Duration
 }
 
 // LoadKeycloakSync reads KeycloakSync from env.
@@ -231,9 +246,6 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 		}
 		c.MaxDeleteShare = f
 	}
-	c.LeaseDuration = r.duration("SSO_STREAM_LEASE", 10*time.Second)
-	if c.LeaseDuration < time.Second {
-		r.fail("SSO_STREAM_LEASE: must be at least 1s")
-	}
+	c.LeaseDuration, c.PollInterval = r.stream()
 	return c, r.err()
 }

@@ -88,7 +88,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) vars(extra ...string) []string {
 	return append(append(local.Env(),
 		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_BOOTSTRAP_TOKEN="+token,
-		"SSO_LOG_LEVEL=info", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
+		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
 }
 
 // service is a running binary.
