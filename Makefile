@@ -4,6 +4,9 @@ GO ?= go
 BIN := bin
 SERVICES := command-api query-api projector keycloak-sync
 FUZZTIME ?= 10s
+# The command API's fuzz workers each start a DynamoDB Local and replay the seed corpus
+# against it first; give them time to get past that and actually fuzz.
+API_FUZZTIME ?= 45s
 BENCH_SCALE ?= full
 
 .PHONY: all build run test vet fmt-check unit fuzz bench clean dynamodb-local
@@ -36,7 +39,7 @@ unit:
 
 # Brief coverage-guided fuzzing of request decoding (the seed corpora also run in `unit`).
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzCommandAPI$$' -fuzztime $(FUZZTIME) ./cmd/command-api
+	$(GO) test -run '^$$' -fuzz '^FuzzCommandAPI$$' -fuzztime $(API_FUZZTIME) ./cmd/command-api
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./internal/httpapi
 
 bench: build
