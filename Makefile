@@ -37,10 +37,12 @@ fmt-check:
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# Brief coverage-guided fuzzing of request decoding (the seed corpora also run in `unit`).
+# Brief coverage-guided fuzzing of both APIs' request decoding (the seed corpora also run
+# in `unit`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCommandAPI$$' -fuzztime $(API_FUZZTIME) ./cmd/command-api
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./internal/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzHandlers$$' -fuzztime $(FUZZTIME) ./internal/queries
 
 bench: build
 	$(GO) run ./cmd/ssodir-bench -scale $(BENCH_SCALE) -out bench-results.json
