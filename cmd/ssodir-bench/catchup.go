@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,7 +79,8 @@ func benchCatchup(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			sc.CatchupCommands),
 		BaselineWhat: fmt.Sprintf("GetRecords drain of the same stream records, then BatchWriteItem of the same read items (user view, activity) on %d workers", writeConcurrency),
 		Target:       atLeast("per_s", 0.80),
-		Notes:        []string{fmt.Sprintf("each create is %d stream records, one of them a history record; records/s counts history records", recordsPerCreate)},
+		Notes: []string{fmt.Sprintf("each create is %d stream records, one of them a history record; records/s counts history records", recordsPerCreate),
+			"ready_ms: until /readyz; first_record_ms: until the first record is applied; after_first_per_s: the rate from then on"},
 	}
 	for range sc.Reps {
 		if err := proj.stop(); err != nil {
@@ -87,23 +90,37 @@ func benchCatchup(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			return nil, err
 		}
 		want := recordsPerCreate * sc.CatchupCommands
+		before := e.cpu()
 		t := time.Now()
 		history, err := d.run(ctx, raw, want)
 		if err != nil {
 			return nil, err
 		}
 		base := map[string]float64{"per_s": float64(history) / time.Since(t).Seconds(), "wall_s": time.Since(t).Seconds()}
+		e.addCPU(base, before, history)
 
+		before = e.cpu()
 		t = time.Now()
 		if proj, err = e.start(ctx, "projector"); err != nil {
 			return nil, err
 		}
 		ready := time.Since(t)
-		if err := waitApplied(ctx, b, proj, want, 5*time.Minute); err != nil {
+		var first time.Duration
+		err = waitFor(ctx, 5*time.Minute, 10*time.Millisecond, "the projector catches up", func() (bool, error) {
+			got, err := appliedRecords(ctx, b, proj)
+			if got > 0 && first == 0 {
+				first = time.Since(t)
+			}
+			return got >= float64(want), err
+		})
+		if err != nil {
 			return nil, err
 		}
 		wall := time.Since(t)
-		r.add(map[string]float64{"per_s": float64(sc.CatchupCommands) / wall.Seconds(), "wall_s": wall.Seconds(), "startup_ms": ms(ready)}, base)
+		fig := map[string]float64{"per_s": float64(sc.CatchupCommands) / wall.Seconds(), "wall_s": wall.Seconds(),
+			"ready_ms": ms(ready), "first_record_ms": ms(first), "after_first_per_s": float64(sc.CatchupCommands) / (wall - first).Seconds()}
+		e.addCPU(fig, before, sc.CatchupCommands)
+		r.add(fig, base)
 	}
 	return []*result{r}, nil
 }
@@ -118,26 +135,37 @@ func waitApplied(ctx context.Context, b *bench, proj *service, n int, timeout ti
 }
 
 func appliedRecords(ctx context.Context, b *bench, proj *service) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", proj.url()+"/metrics", nil)
+	var sum float64
+	err := scrape(ctx, b, proj, func(line string) error {
+		if !strings.HasPrefix(line, "ssodir_stream_records_total{") || !strings.Contains(line, `tenant="`+benchTenant+`"`) {
+			return nil
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum += v
+		return nil
+	})
+	return sum, err
+}
+
+// scrape hands every line of a service's /metrics to f.
+func scrape(ctx context.Context, b *bench, s *service, f func(line string) error) error {
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.url()+"/metrics", nil)
 	resp, err := b.http.Do(req)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer resp.Body.Close()
-	var sum float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "ssodir_stream_records_total{") && strings.Contains(line, `tenant="`+benchTenant+`"`) {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				return 0, fmt.Errorf("metric line %q: %w", line, err)
-			}
-			sum += v
+		if err := f(sc.Text()); err != nil {
+			return err
 		}
 	}
-	return sum, sc.Err()
+	return sc.Err()
 }
 
 // rawDrain reads the bench tenant's stream with GetRecords and writes the read items of its
@@ -259,4 +287,53 @@ func fromStreamValue(v stypes.AttributeValue) types.AttributeValue {
 		return &types.AttributeValueMemberM{Value: fromStream(x.Value)}
 	}
 	return &types.AttributeValueMemberNULL{Value: true}
+}
+
+// histogram is a Prometheus histogram's cumulative bucket counts by upper bound (seconds).
+type histogram map[float64]float64
+
+// applyHistogram reads the projector's ssodir_stream_apply_seconds.
+func applyHistogram(ctx context.Context, b *bench, proj *service) (histogram, error) {
+	h := histogram{}
+	err := scrape(ctx, b, proj, func(line string) error {
+		rest, ok := strings.CutPrefix(line, "ssodir_stream_apply_seconds_bucket{")
+		if !ok {
+			return nil
+		}
+		_, le, _ := strings.Cut(rest, `le="`)
+		le, _, _ = strings.Cut(le, `"`)
+		bound, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			return fmt.Errorf("metric line %q: %w", line, err)
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		h[bound] += v
+		return err
+	})
+	return h, err
+}
+
+// since is the histogram of what was observed after before.
+func (h histogram) since(before histogram) histogram {
+	out := histogram{}
+	for le, v := range h {
+		out[le] = v - before[le]
+	}
+	return out
+}
+
+// quantile is the upper bound, in milliseconds, of the bucket holding the q-th percentile
+// (NaN when nothing was observed).
+func (h histogram) quantile(q float64) float64 {
+	bounds := slices.Sorted(maps.Keys(h))
+	if len(bounds) == 0 || h[bounds[len(bounds)-1]] == 0 {
+		return math.NaN()
+	}
+	total := h[bounds[len(bounds)-1]]
+	for _, le := range bounds {
+		if h[le] >= q/100*total {
+			return le * 1000
+		}
+	}
+	return math.Inf(1)
 }

@@ -36,11 +36,11 @@ const (
 // bench is what all scenarios share: the built binaries, the secret key, an HTTP client and
 // the peak memory seen per process.
 type bench struct {
-	root   string
-	binDir string
-	key    string
-	http   *http.Client
-	log    io.Writer
+	binDir  string
+	keepBin bool
+	key     string
+	http    *http.Client
+	log     io.Writer
 
 	mu   sync.Mutex
 	peak map[string]int64
@@ -48,21 +48,32 @@ type bench struct {
 	shared *dynamotest.Local
 }
 
-func newBench(ctx context.Context, log io.Writer) (*bench, error) {
+// newBench builds the services into binDir, or a temporary directory removed at the end
+// when binDir is empty (keep them to resolve symbols of a system-wide perf profile).
+func newBench(ctx context.Context, log io.Writer, binDir string) (*bench, error) {
 	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		return nil, fmt.Errorf("find the module root (go list -m): %w", err)
 	}
 	root := strings.TrimSpace(string(out))
-	dir, err := os.MkdirTemp("", "ssodir-bench-bin")
+	dir, keep := binDir, binDir != ""
+	if keep {
+		if dir, err = filepath.Abs(dir); err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+	} else {
+		dir, err = os.MkdirTemp("", "ssodir-bench-bin")
+	}
 	if err != nil {
 		return nil, err
 	}
 	// No -race: the services are measured as they run in production.
-	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/query-api", "./cmd/projector")
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/query-api", "./cmd/projector", "./cmd/keycloak-sync")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
+		if !keep {
+			os.RemoveAll(dir)
+		}
 		return nil, fmt.Errorf("build the services: %v\n%s", err, out)
 	}
 	key := make([]byte, 32)
@@ -70,7 +81,7 @@ func newBench(ctx context.Context, log io.Writer) (*bench, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	return &bench{
-		root: root, binDir: dir, key: base64.StdEncoding.EncodeToString(key),
+		binDir: dir, keepBin: keep, key: base64.StdEncoding.EncodeToString(key),
 		http: &http.Client{Transport: tr, Timeout: 60 * time.Second},
 		log:  log, peak: map[string]int64{},
 	}, nil
@@ -81,7 +92,9 @@ func (b *bench) close() {
 		b.record("dynamodb-local", jvmPeak(b.shared))
 		b.shared.Stop()
 	}
-	os.RemoveAll(b.binDir)
+	if !b.keepBin {
+		os.RemoveAll(b.binDir)
+	}
 }
 
 // record keeps the highest peak RSS seen for a process name.
@@ -107,6 +120,7 @@ type env struct {
 	db       *dynamodb.Client
 	streams  *dynamodbstreams.Client
 	services []*service
+	jvm      int
 }
 
 func (b *bench) newEnv(ctx context.Context, fresh bool) (*env, error) {
@@ -147,27 +161,37 @@ type service struct {
 	b    *bench
 }
 
-var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR"}
+var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR",
+	"keycloak-sync": "SSO_KEYCLOAK_SYNC_ADDR"}
 
-// start runs a binary against the scenario's DynamoDB Local and waits until /readyz
-// answers 200.
-func (e *env) start(ctx context.Context, name string) (*service, error) {
+// command is a binary with the scenario's environment (and extra variables).
+func (e *env) command(name string, args []string, extra ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(e.b.binDir, name), args...)
+	cmd.Env = append(append(e.local.Env(),
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.b.key, "SSO_BOOTSTRAP_TOKEN="+benchToken,
+		"SSO_LOG_LEVEL=info", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// start runs a binary as a service against the scenario's DynamoDB Local, with extra
+// environment variables, and waits until /readyz answers 200.
+func (e *env) start(ctx context.Context, name string, extra ...string) (*service, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(e.b.binDir, name))
-	cmd.Env = append(e.local.Env(),
-		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.b.key, "SSO_BOOTSTRAP_TOKEN="+benchToken,
-		"SSO_LOG_LEVEL=info", addrVar[name]+"="+addr, "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+	cmd := e.command(name, nil, append(extra, addrVar[name]+"="+addr)...)
 	s := &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), out: &tail{}, b: e.b}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait(); close(s.done) }()
-	go s.sampleRSS()
+	go func() {
+		_ = cmd.Wait()
+		e.b.record(name, peakRSS(cmd))
+		close(s.done)
+	}()
 	e.services = append(e.services, s)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -190,23 +214,41 @@ func (e *env) start(ctx context.Context, name string) (*service, error) {
 	return nil, fmt.Errorf("%s not ready within 60s:\n%s", name, s.out)
 }
 
-// url is the service's base URL.
-func (s *service) url() string { return "http://" + s.addr }
-
-// sampleRSS records the process's peak RSS (VmHWM) while it runs; the last sample is taken
-// by stop, before the process goes away with its /proc entry.
-func (s *service) sampleRSS() {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-			s.b.record(s.name, vmHWM(s.cmd.Process.Pid))
+// runOnce runs a binary's subcommand to its end and returns how long it took and the CPU
+// time it used.
+func (e *env) runOnce(ctx context.Context, name string, args ...string) (took, cpu time.Duration, err error) {
+	cmd := e.command(name, args)
+	out := &tail{}
+	cmd.Stdout, cmd.Stderr = out, out
+	t := time.Now()
+	err = cmd.Run()
+	took = time.Since(t)
+	e.b.record(name, peakRSS(cmd))
+	if err != nil {
+		return took, 0, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	// Warnings (retries, backoffs; the AWS SDK's own are plain text) explain slow runs.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) || strings.Contains(line, " WARN ") {
+			e.b.logf("   %s: %s", name, line)
 		}
 	}
+	return took, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), ctx.Err()
 }
+
+// peakRSS is a finished process's peak resident set size in bytes.
+func peakRSS(cmd *exec.Cmd) int64 {
+	if cmd.ProcessState == nil {
+		return 0
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return 0
+}
+
+// url is the service's base URL.
+func (s *service) url() string { return "http://" + s.addr }
 
 // stop sends SIGTERM and waits for a clean exit; it is a no-op once the process is gone.
 func (s *service) stop() error {
@@ -215,7 +257,6 @@ func (s *service) stop() error {
 		return nil
 	default:
 	}
-	s.b.record(s.name, vmHWM(s.cmd.Process.Pid))
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -245,9 +286,12 @@ func vmHWM(pid int) int64 {
 	return 0
 }
 
-// jvmPeak is the peak RSS of the DynamoDB Local JVM, found by the port in its command line
-// (dynamotest does not expose the process).
-func jvmPeak(l *dynamotest.Local) int64 {
+// jvmPeak is the peak RSS of the DynamoDB Local JVM.
+func jvmPeak(l *dynamotest.Local) int64 { return vmHWM(jvmPID(l)) }
+
+// jvmPID is the process id of a DynamoDB Local JVM, found by the port in its command line
+// (dynamotest does not expose the process); 0 if it is not found.
+func jvmPID(l *dynamotest.Local) int {
 	port := l.Endpoint[strings.LastIndexByte(l.Endpoint, ':')+1:]
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -259,11 +303,63 @@ func jvmPeak(l *dynamotest.Local) int64 {
 		for i, a := range args {
 			if a == "-port" && i+1 < len(args) && args[i+1] == port {
 				pid, _ := strconv.Atoi(filepath.Base(d))
-				return vmHWM(pid)
+				return pid
 			}
 		}
 	}
 	return 0
+}
+
+// cpuTime is the CPU time (user and system) a process has used so far; 0 if it is gone.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces) start with the state;
+	// utime and stime are the 12th and 13th of them, in clock ticks (100 per second).
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// cpuSnapshot is the CPU time used so far by the bench, the scenario's running services
+// and its DynamoDB Local.
+type cpuSnapshot map[string]time.Duration
+
+func (e *env) cpu() cpuSnapshot {
+	snap := cpuSnapshot{"ssodir-bench": cpuTime(os.Getpid())}
+	if e.jvm == 0 {
+		e.jvm = jvmPID(e.local)
+	}
+	if e.jvm != 0 {
+		snap["dynamodb-local"] = cpuTime(e.jvm)
+	}
+	for _, s := range e.services {
+		select {
+		case <-s.done:
+		default:
+			snap[s.name] += cpuTime(s.cmd.Process.Pid)
+		}
+	}
+	return snap
+}
+
+// addCPU adds to figures the CPU milliseconds per operation each process spent since
+// before: where the machine's cores went (the bench process includes the in-process
+// work of the replay and the reconcile, and the client side of the others).
+func (e *env) addCPU(figures map[string]float64, before cpuSnapshot, ops int) {
+	for name, t := range e.cpu() {
+		// A service started since before (the projector of the catch-up) counts from 0;
+		// one that used nothing (idle, or not part of the baseline) is left out.
+		if used := t - before[name]; ops > 0 && used > 0 {
+			figures["cpu_ms_per_op."+name] = ms(used) / float64(ops)
+		}
+	}
 }
 
 // selfPeak is the bench process's own peak RSS: it runs the replay and the Keycloak
@@ -289,8 +385,9 @@ func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - 16<<10; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	// Trimming only past twice the size keeps the copying to one byte per byte written.
+	if len(t.buf) > 32<<10 {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-16<<10:]...)
 	}
 	return len(p), nil
 }
@@ -361,4 +458,17 @@ func (e *env) commandsTable() string { return e.names.Commands(benchSystem, benc
 func (e *env) usersTable() string    { return e.names.Users(benchSystem, benchTenant, 0) }
 func (e *env) activitiesTable() string {
 	return e.names.Activities(benchSystem, benchTenant, 0)
+}
+
+// window runs a closed-loop measuring window and returns its rate and latency figures and
+// the CPU each process spent per operation.
+func (e *env) window(ctx context.Context, conc int, d time.Duration, f op) (map[string]float64, error) {
+	before := e.cpu()
+	s, err := closed(ctx, conc, d, f)
+	if err != nil {
+		return nil, err
+	}
+	figures := rateFigures("per_s", s)
+	e.addCPU(figures, before, s.ops)
+	return figures, nil
 }

@@ -163,8 +163,12 @@ func percentile(sorted []time.Duration, p float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// latencyFigures are p50, p99 and max of a window's latencies, under the given prefix.
+// latencyFigures are p50, p99 and max of a window's latencies, under the given prefix
+// (none for no latencies).
 func latencyFigures(prefix string, lats []time.Duration) map[string]float64 {
+	if len(lats) == 0 {
+		return map[string]float64{}
+	}
 	s := slices.Clone(lats)
 	slices.Sort(s)
 	return map[string]float64{prefix + "p50_ms": percentile(s, 50), prefix + "p99_ms": percentile(s, 99), prefix + "max_ms": percentile(s, 100)}

@@ -51,6 +51,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scaleName := fs.String("scale", "full", "full, small (a tenth, under 3 minutes) or tiny (smoke test)")
 	out := fs.String("out", "bench-results.json", "where to write the JSON results")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all: "+names()+")")
+	reps := fs.Int("reps", 0, "repetitions per figure (default: the scale's)")
+	replayUsers := fs.Int("replay-users", 0, "users of the replay scenario, 10 history records each (default: the scale's)")
+	binDir := fs.String("bin", "", "build the services into this directory and keep them (for perf's symbols; default: a temporary one)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (in-process replay and reconcile included)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -58,6 +61,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sc, err := scaleNamed(*scaleName)
 	if err != nil {
 		return err
+	}
+	if *reps > 0 {
+		sc.Reps = *reps
+	}
+	if *replayUsers > 0 {
+		sc.ReplayUsers = *replayUsers
 	}
 	selected := scenarios
 	if *only != "" {
@@ -85,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	started := time.Now()
-	b, err := newBench(ctx, stderr)
+	b, err := newBench(ctx, stderr, *binDir)
 	if err != nil {
 		return err
 	}
@@ -111,6 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep.RSSPeakBytes = b.peak
 	b.mu.Unlock()
 	rep.DurationS = round(time.Since(started).Seconds(), 1)
+	rep.Machine.LoadAvg[1] = loadAvg()
 	rep.writeTable(stdout)
 	return rep.writeJSON(*out)
 }

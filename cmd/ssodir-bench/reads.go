@@ -53,7 +53,7 @@ func benchReads(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	if err := api.stop(); err != nil {
 		return nil, err
 	}
-	users, err := seedReadModel(ctx, e, sc)
+	users, err := seedReadModel(ctx, e, sc.ReadUsers, sc.ReadGroups)
 	if err != nil {
 		return nil, err
 	}
@@ -74,16 +74,7 @@ func benchReads(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		r := &result{Name: fmt.Sprintf("%s c=%d", o.name, readConcurrency), Unit: o.unit, BaselineUnit: o.unit,
 			What: o.what, BaselineWhat: o.baseline, Target: atLeast("per_s", 0.80)}
 		for rep := range sc.Reps {
-			var fig, base map[string]float64
-			err := alternate(rep, func() error {
-				s, err := closed(ctx, readConcurrency, sc.Window, o.service)
-				fig = rateFigures("per_s", s)
-				return err
-			}, func() error {
-				s, err := closed(ctx, readConcurrency, sc.Window, o.direct)
-				base = rateFigures("per_s", s)
-				return err
-			})
+			fig, base, err := e.pair(ctx, rep, readConcurrency, sc.Window, o.service, o.direct)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
@@ -94,21 +85,21 @@ func benchReads(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	return results, nil
 }
 
-// seedReadModel writes the read model of ReadUsers users in ReadGroups groups (two each)
-// with the projector's own code (projections.ApplyBatch), as the projector would have
-// written it from the command log.
-func seedReadModel(ctx context.Context, e *env, sc scale) ([]events.User, error) {
+// seedReadModel writes the read model of n users in g groups (two each) with the
+// projector's own code (projections.ApplyBatch), as the projector would have written it
+// from the command log.
+func seedReadModel(ctx context.Context, e *env, n, g int) ([]events.User, error) {
 	p := projections.New(e.db, projections.Options{})
 	tables := projections.Tables{Users: e.usersTable(), Activities: e.activitiesTable()}
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	groups := make([]events.Group, sc.ReadGroups)
+	groups := make([]events.Group, g)
 	var es []events.Envelope
 	for i := range groups {
-		name := fmt.Sprintf("group-%03d", i)
+		name := groupName(i)
 		groups[i] = events.Group{ID: uuid.NewString(), Key: name, Name: name, Description: "bench group", Version: 1, CreatedAt: at, UpdatedAt: at}
 		es = append(es, groupEnvelope(groups[i], &events.GroupCreated{Group: groups[i]}))
 	}
-	users := make([]events.User, sc.ReadUsers)
+	users := make([]events.User, n)
 	for i := range users {
 		users[i] = benchUser("read", i, at.Add(time.Duration(i)*time.Millisecond))
 		es = append(es, userCreated(users[i]))
@@ -125,6 +116,8 @@ func seedReadModel(ctx context.Context, e *env, sc scale) ([]events.User, error)
 	}
 	return users, nil
 }
+
+func groupName(i int) string { return fmt.Sprintf("group-%03d", i) }
 
 func groupEnvelope(g events.Group, p events.Payload) events.Envelope {
 	return events.Envelope{EventID: uuid.NewString(), Type: p.EventType(), SchemaVersion: events.SchemaVersion, Kind: events.KindGroup,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -64,6 +65,11 @@ func atLeast(key string, v float64) *target { return &target{Of: "ratios", Key: 
 func atMost(key string, v float64) *target  { return &target{Of: "figures", Key: key, Max: &v} }
 
 func (r *result) add(figures, baseline map[string]float64) {
+	for _, m := range []map[string]float64{figures, baseline} {
+		for k, v := range m {
+			m[k] = round(v, 3)
+		}
+	}
 	r.Repetitions = append(r.Repetitions, repetition{Figures: figures, Baseline: baseline})
 }
 
@@ -142,10 +148,24 @@ type machine struct {
 	OS     string `json:"os"`
 	CPU    string `json:"cpu,omitempty"`
 	Memory string `json:"memory,omitempty"`
+	// LoadAvg is the 1-minute load average at the start and the end of the run: other
+	// work on the machine shows here, and makes the figures noisier.
+	LoadAvg [2]float64 `json:"load_avg_1m"`
+}
+
+// loadAvg is the machine's 1-minute load average.
+func loadAvg() float64 {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func thisMachine() machine {
-	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvg: [2]float64{loadAvg()}}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "model name"); ok {
@@ -235,8 +255,8 @@ func (r *report) writeTable(w io.Writer) {
 		parts = append(parts, fmt.Sprintf("%s %d MiB", n, r.RSSPeakBytes[n]>>20))
 	}
 	fmt.Fprintf(w, "\npeak RSS: %s\n", strings.Join(parts, ", "))
-	fmt.Fprintf(w, "machine: %d cores, %s, %s; scale %s; %d repetitions per figure; %.0f s\n",
-		r.Machine.Cores, r.Machine.CPU, r.Machine.Go, r.Scale, repsOf(r), r.DurationS)
+	fmt.Fprintf(w, "machine: %d cores, %s, %s, load %.1f → %.1f; scale %s; %d repetitions per figure; %.0f s\n",
+		r.Machine.Cores, r.Machine.CPU, r.Machine.Go, r.Machine.LoadAvg[0], r.Machine.LoadAvg[1], r.Scale, repsOf(r), r.DurationS)
 }
 
 func deref(p *float64) float64 {
@@ -252,4 +272,15 @@ func repsOf(r *report) int {
 		n = max(n, len(s.Repetitions))
 	}
 	return n
+}
+
+// quantity writes a count for a scenario name: 100000 → "100k", 1000000 → "1M".
+func quantity(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
 }

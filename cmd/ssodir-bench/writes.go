@@ -20,7 +20,7 @@ import (
 // saturate (DYNAMODB-LOCAL.md).
 const updateConcurrency = 8
 
-// primeItem is written first into every stream table of a scenario, so that no table's
+// prime writes a first item into every stream table of a scenario, so that no table's
 // first stream record follows many records of another (DYNAMODB-LOCAL.md, trap 1). The
 // projector and a replay ignore it: it is neither a history record nor a state item.
 func prime(ctx context.Context, db *dynamodb.Client, tables ...string) error {
@@ -70,6 +70,18 @@ func alternate(rep int, a, b func() error) error {
 	return b()
 }
 
+// pair measures the service and its baseline once each, in turns (see alternate).
+func (e *env) pair(ctx context.Context, rep, conc int, d time.Duration, service, direct op) (fig, base map[string]float64, err error) {
+	err = alternate(rep, func() (err error) {
+		fig, err = e.window(ctx, conc, d, service)
+		return err
+	}, func() (err error) {
+		base, err = e.window(ctx, conc, d, direct)
+		return err
+	})
+	return fig, base, err
+}
+
 func benchCreate(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	e, api, raw, err := writeEnv(ctx, b, sc)
 	if err != nil {
@@ -106,16 +118,7 @@ func benchCreate(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			Notes:        []string{"the command API also reads the user's config (strongly consistent GetItem) before its transaction"},
 		}
 		for rep := range sc.Reps {
-			var fig, base map[string]float64
-			err := alternate(rep, func() error {
-				s, err := closed(ctx, c, sc.Window, service)
-				fig = rateFigures("per_s", s)
-				return err
-			}, func() error {
-				s, err := closed(ctx, c, sc.Window, direct)
-				base = rateFigures("per_s", s)
-				return err
-			})
+			fig, base, err := e.pair(ctx, rep, c, sc.Window, service, direct)
 			if err != nil {
 				return nil, err
 			}
@@ -194,16 +197,7 @@ func benchUpdate(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		BaselineWhat: "consistent GetItem of the config, then TransactWriteItems of config (version-conditioned) and history record",
 	}
 	for rep := range sc.Reps {
-		var fig, bl map[string]float64
-		err := alternate(rep, func() error {
-			s, err := closed(ctx, updateConcurrency, sc.Window, service)
-			fig = rateFigures("per_s", s)
-			return err
-		}, func() error {
-			s, err := closed(ctx, updateConcurrency, sc.Window, direct)
-			bl = rateFigures("per_s", s)
-			return err
-		})
+		fig, bl, err := e.pair(ctx, rep, updateConcurrency, sc.Window, service, direct)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTinyRun runs every scenario end to end at the tiny scale — real DynamoDB Local, the
+// built services as processes, the raw baselines — and checks that each produced figures,
+// a baseline and ratios, in the table and in valid JSON. It checks no performance figure:
+// a benchmark never fails the test suite.
+func TestTinyRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts DynamoDB Local and the services")
+	}
+	out := filepath.Join(t.TempDir(), "bench-results.json")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-scale", "tiny", "-out", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("results are not the documented JSON: %v", err)
+	}
+	if rep.Scale != "tiny" || rep.Machine.Cores < 1 || rep.Machine.Go == "" {
+		t.Errorf("scale %q, machine %+v", rep.Scale, rep.Machine)
+	}
+	want := []string{"create users c=1", "create users c=8", "update users",
+		"lag 25% load, X-Min-Version", "lag 25% load, polling", "lag 75% load, X-Min-Version", "lag 75% load, polling",
+		"lag 25% load, X-Min-Version, SSO_STREAM_POLL", "lag 25% load, polling, SSO_STREAM_POLL",
+		"lag 75% load, X-Min-Version, SSO_STREAM_POLL", "lag 75% load, polling, SSO_STREAM_POLL",
+		"GET one user", "list by email", "name prefix", "user's groups", "3-page walk", "projector catch-up", "replay", "keycloak reconcile"}
+	if len(rep.Scenarios) != len(want) {
+		t.Errorf("%d results, want %d", len(rep.Scenarios), len(want))
+	}
+	for i, s := range rep.Scenarios {
+		if i < len(want) && !strings.HasPrefix(s.Name, want[i]) {
+			t.Errorf("result %d is %q, want %q", i, s.Name, want[i])
+		}
+		if len(s.Figures) == 0 || len(s.Baseline) == 0 || len(s.Ratios) == 0 || len(s.Repetitions) != 1 {
+			t.Errorf("%s: figures %v, baseline %v, ratios %v, %d repetitions", s.Name, s.Figures, s.Baseline, s.Ratios, len(s.Repetitions))
+		}
+		for k, v := range s.Figures {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				t.Errorf("%s: figure %s = %v", s.Name, k, v)
+			}
+		}
+		if _, ok := s.Spread.Figures[k(s)]; !ok {
+			t.Errorf("%s: no spread of %s", s.Name, k(s))
+		}
+		if !strings.Contains(stdout.String(), s.Name) {
+			t.Errorf("the table lacks %q:\n%s", s.Name, stdout.String())
+		}
+	}
+	for _, p := range []string{"command-api", "query-api", "projector", "keycloak-sync", "dynamodb-local", "ssodir-bench"} {
+		if rep.RSSPeakBytes[p] <= 0 {
+			t.Errorf("no peak RSS of %s: %v", p, rep.RSSPeakBytes)
+		}
+	}
+}
+
+// k is a result's main figure: a rate, or for latencies the p99.
+func k(s *result) string {
+	if _, ok := s.Figures["per_s"]; ok {
+		return "per_s"
+	}
+	return "p99_ms"
+}
