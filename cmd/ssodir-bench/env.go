@@ -187,11 +187,8 @@ func (e *env) start(ctx context.Context, name string, extra ...string) (*service
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() {
-		_ = cmd.Wait()
-		e.b.record(name, peakRSS(cmd))
-		close(s.done)
-	}()
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	go e.b.watchRSS(name, cmd.Process.Pid, s.done)
 	e.services = append(e.services, s)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -214,18 +211,35 @@ func (e *env) start(ctx context.Context, name string, extra ...string) (*service
 	return nil, fmt.Errorf("%s not ready within 60s:\n%s", name, s.out)
 }
 
-// runOnce runs a binary's subcommand to its end and returns how long it took and the CPU
-// time it used.
-func (e *env) runOnce(ctx context.Context, name string, args ...string) (took, cpu time.Duration, err error) {
+// finished is what runOnce measured of a process.
+type finished struct {
+	// took is from start to exit; firstOutput until it first printed to stdout.
+	took, firstOutput time.Duration
+	cpu               time.Duration
+}
+
+// runOnce runs a binary's subcommand to its end.
+func (e *env) runOnce(ctx context.Context, name string, args ...string) (finished, error) {
+	var f finished
 	cmd := e.command(name, args)
 	out := &tail{}
-	cmd.Stdout, cmd.Stderr = out, out
 	t := time.Now()
-	err = cmd.Run()
-	took = time.Since(t)
-	e.b.record(name, peakRSS(cmd))
+	var once sync.Once
+	cmd.Stdout = io.MultiWriter(out, writerFunc(func(p []byte) (int, error) {
+		once.Do(func() { f.firstOutput = time.Since(t) })
+		return len(p), nil
+	}))
+	cmd.Stderr = out
+	err := cmd.Start()
+	if err == nil {
+		done := make(chan struct{})
+		go e.b.watchRSS(name, cmd.Process.Pid, done)
+		err = cmd.Wait()
+		close(done)
+	}
+	f.took = time.Since(t)
 	if err != nil {
-		return took, 0, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+		return f, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 	}
 	// Warnings (retries, backoffs; the AWS SDK's own are plain text) explain slow runs.
 	for _, line := range strings.Split(out.String(), "\n") {
@@ -233,18 +247,28 @@ func (e *env) runOnce(ctx context.Context, name string, args ...string) (took, c
 			e.b.logf("   %s: %s", name, line)
 		}
 	}
-	return took, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), ctx.Err()
+	f.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return f, ctx.Err()
 }
 
-// peakRSS is a finished process's peak resident set size in bytes.
-func peakRSS(cmd *exec.Cmd) int64 {
-	if cmd.ProcessState == nil {
-		return 0
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// watchRSS records a process's peak resident set size (VmHWM) every 100 ms until done. The
+// rusage of a finished child cannot serve: Go starts children with CLONE_VM, so their
+// ru_maxrss includes this process's memory.
+func (b *bench) watchRSS(name string, pid int, done <-chan struct{}) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b.record(name, vmHWM(pid))
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss * 1024 // kilobytes on Linux
-	}
-	return 0
 }
 
 // url is the service's base URL.
@@ -257,6 +281,7 @@ func (s *service) stop() error {
 		return nil
 	default:
 	}
+	s.b.record(s.name, vmHWM(s.cmd.Process.Pid))
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
