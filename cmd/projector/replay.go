@@ -17,10 +17,15 @@ import (
 )
 
 func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error {
-	var dryRun, dropOld bool
+	var (
+		dryRun, dropOld   bool
+		segments, workers int
+	)
 	system, tenant, err := tenantFlags("replay", args, stdout, func(fs *flag.FlagSet) {
 		fs.BoolVar(&dryRun, "dry-run", false, "report what would be built, write nothing")
 		fs.BoolVar(&dropOld, "drop-old", false, "delete the old tables after the switch")
+		fs.IntVar(&segments, "segments", 0, "parallel scan segments of the command log (default: about 1,500 items each; a resumed replay keeps its own)")
+		fs.IntVar(&workers, "workers", 0, "segments read and applied at a time (default 8)")
 	})
 	if err != nil {
 		return err
@@ -29,7 +34,10 @@ func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error
 		return fmt.Errorf("replay: --system and --tenant are required")
 	}
 	r := projector.NewReplayer(a.clients.DB, a.names, a.tenants, a.projector, events.NewRegistry(), a.log)
-	opts := projector.ReplayOptions{DryRun: dryRun, DropOld: dropOld, Out: stdout}
+	if segments < 0 || workers < 0 {
+		return fmt.Errorf("replay: --segments and --workers must not be negative")
+	}
+	opts := projector.ReplayOptions{DryRun: dryRun, DropOld: dropOld, Segments: segments, Workers: workers, Out: stdout}
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = &barProgress{out: f}
 	} else {

@@ -33,11 +33,19 @@ func (h CreateGroupHandler) Handle(ctx context.Context, t Tenant, cmd CreateGrou
 	}
 	key := GroupKey(cmd.Name)
 	var created events.Group
+	// The first attempt assumes the name was never used, the common case, so that a create
+	// costs one transaction and no read; if it was, the transaction's version condition
+	// fails and the next attempt reads what is there.
+	fresh := true
 	err := retry(ctx, func() error {
-		agg, err := h.deps.Store.LoadGroup(ctx, t, key)
-		if err != nil {
-			return err
+		var agg GroupAggregate
+		if !fresh {
+			var err error
+			if agg, err = h.deps.Store.LoadGroup(ctx, t, key); err != nil {
+				return err
+			}
 		}
+		fresh = false
 		if agg.Live() {
 			return apperr.Conflict(apperr.CodeGroupExists, "a group with this name exists")
 		}

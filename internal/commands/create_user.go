@@ -55,11 +55,19 @@ func (h CreateUserHandler) Handle(ctx context.Context, t Tenant, cmd CreateUser,
 		}
 	}
 	var created events.User
+	// The first attempt assumes the name was never used, the common case, so that a create
+	// costs one transaction and no read; if it was, the transaction's version condition
+	// fails and the next attempt reads what is there.
+	fresh := true
 	err := retry(ctx, func() error {
-		agg, err := h.deps.Store.LoadUser(ctx, t, cmd.Username)
-		if err != nil {
-			return err
+		var agg UserAggregate
+		if !fresh {
+			var err error
+			if agg, err = h.deps.Store.LoadUser(ctx, t, cmd.Username); err != nil {
+				return err
+			}
 		}
+		fresh = false
 		if agg.Live() {
 			return apperr.Conflict(apperr.CodeUsernameTaken, "username already in use")
 		}

@@ -60,6 +60,7 @@ type Projector struct {
 	states      map[events.Type]Reducer
 	concurrency int
 	now         func() time.Time
+	activities  *activityBatcher
 }
 
 // New is a Projector with every reducer of NewReducers.
@@ -76,6 +77,7 @@ func New(db DB, opts Options) *Projector {
 	if p.now == nil {
 		p.now = time.Now
 	}
+	p.activities = newActivityBatcher(writer{db: db}.batchPutItems)
 	return p
 }
 
@@ -121,7 +123,13 @@ func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) erro
 			return err
 		}
 	}
-	return w.putActivity(ctx, fx.Activity)
+	if fx.Activity == nil {
+		return nil
+	}
+	if err := p.activities.write(ctx, t.Activities, fx.Activity); err != nil {
+		return fmt.Errorf("put activity %s in %s: %w", itemKey(fx.Activity, "pk"), t.Activities, err)
+	}
+	return nil
 }
 
 // ApplyBatch projects many events, e.g. a page of a replay, and leaves the tables as Apply
@@ -130,19 +138,34 @@ func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) erro
 // and run in parallel, since none of them depends on the order. On error some writes may
 // have happened: apply the same events again, together or one by one.
 func (p *Projector) ApplyBatch(ctx context.Context, t Tables, es []events.Envelope) error {
-	return p.applyBatch(ctx, t, es, p.reducers)
+	_, err := p.applyBatch(ctx, t, es, p.reducers, false)
+	return err
+}
+
+// Rebuild is ApplyBatch for a replay into tables that started empty: the aggregates' own
+// items (users and groups, tombstones included) go out through BatchWriteItem as the
+// activity items do, without the "only if newer" condition that costs a PutItem each.
+// Unconditional, such a write can overwrite a newer version that a live projector wrote
+// in the meantime, so Rebuild returns what it wrote (read-table id → version) and the
+// caller must then apply the command log's current state of every aggregate that is
+// newer than that (projector.Replayer does, from the `config` items, after each page).
+func (p *Projector) Rebuild(ctx context.Context, t Tables, es []events.Envelope) (map[string]int64, error) {
+	return p.applyBatch(ctx, t, es, p.reducers, true)
 }
 
 // ApplyStates is ApplyBatch for events a replay synthesises from the write model's state
 // items where the history records have expired: it writes the read table only, because
 // the activity of those events has expired with them (and they need no event id).
 func (p *Projector) ApplyStates(ctx context.Context, t Tables, es []events.Envelope) error {
-	return p.applyBatch(ctx, t, es, p.states)
+	_, err := p.applyBatch(ctx, t, es, p.states, false)
+	return err
 }
 
-func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelope, reducers map[events.Type]Reducer) error {
+// applyBatch applies es; with unconditional, the aggregates' own items are batch-written
+// and returned as Rebuild describes.
+func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelope, reducers map[events.Type]Reducer, unconditional bool) (map[string]int64, error) {
 	if err := t.validate(); err != nil {
-		return err
+		return nil, err
 	}
 	var (
 		activities = map[string]Item{}
@@ -154,7 +177,7 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 	for _, e := range es {
 		fx, err := reduce(reducers, e)
 		if err != nil {
-			return fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+			return nil, fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
 		}
 		if fx.Activity != nil {
 			activities[itemKey(fx.Activity, "pk")] = fx.Activity
@@ -182,19 +205,34 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 	}
 	w := p.writer(t)
 	n := p.concurrency
+	var written map[string]int64
+	if unconditional {
+		written = map[string]int64{}
+		var configs []Item
+		for k, u := range upserts {
+			if dynamo.StringAttr(u.Item, "sk") == dynamo.SKConfig {
+				configs = append(configs, w.stamped(u.Item))
+				written[dynamo.StringAttr(u.Item, "id")] = u.Version
+				delete(upserts, k)
+			}
+		}
+		if err := each(ctx, n, slices.Collect(slices.Chunk(configs, maxBatchItems)), w.batchPut(t.Users)); err != nil {
+			return nil, err
+		}
+	}
 	if err := each(ctx, n, sorted(upserts), w.upsert); err != nil {
-		return err
+		return nil, err
 	}
 	if err := each(ctx, n, sorted(adds), w.addMember); err != nil {
-		return err
+		return nil, err
 	}
 	if err := each(ctx, n, sorted(users), w.cascadeUser); err != nil {
-		return err
+		return nil, err
 	}
 	if err := each(ctx, n, sorted(groups), w.cascadeGroup); err != nil {
-		return err
+		return nil, err
 	}
-	return each(ctx, n, slices.Collect(slices.Chunk(sorted(activities), maxBatchItems)), w.batchPutActivities)
+	return written, each(ctx, n, slices.Collect(slices.Chunk(sorted(activities), maxBatchItems)), w.batchPut(t.Activities))
 }
 
 func (p *Projector) writer(t Tables) writer {
@@ -367,41 +405,38 @@ func (w writer) cascadeGroup(ctx context.Context, c GroupCascade) error {
 	return nil
 }
 
-func (w writer) putActivity(ctx context.Context, item Item) error {
-	_, err := w.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.tables.Activities), Item: item})
-	if err != nil {
-		return fmt.Errorf("put activity %s in %s: %w", itemKey(item, "pk"), w.tables.Activities, err)
-	}
-	return nil
-}
-
 // BatchWriteItem takes at most 25 requests, and none two for one key (ApplyBatch dedups).
 const (
 	maxBatchItems    = 25
 	maxBatchAttempts = 8
 )
 
-// batchPutActivities writes up to 25 activity items, retrying what DynamoDB leaves
+// batchPut is a writer of up to 25 items into table, retrying what DynamoDB leaves
 // unprocessed (under throttling) with exponential backoff.
-func (w writer) batchPutActivities(ctx context.Context, items []Item) error {
+func (w writer) batchPut(table string) func(ctx context.Context, items []Item) error {
+	return func(ctx context.Context, items []Item) error {
+		return w.batchPutItems(ctx, table, items)
+	}
+}
+
+func (w writer) batchPutItems(ctx context.Context, table string, items []Item) error {
 	reqs := make([]types.WriteRequest, 0, len(items))
 	for _, it := range items {
 		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: it}})
 	}
-	pending := map[string][]types.WriteRequest{w.tables.Activities: reqs}
+	pending := map[string][]types.WriteRequest{table: reqs}
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		out, err := w.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
 		if err != nil {
-			return fmt.Errorf("batch put activities in %s: %w", w.tables.Activities, err)
+			return fmt.Errorf("batch put into %s: %w", table, err)
 		}
 		if len(out.UnprocessedItems) == 0 {
 			return nil
 		}
 		pending = out.UnprocessedItems
 		if attempt == maxBatchAttempts {
-			return fmt.Errorf("batch put activities in %s: %d items unprocessed after %d attempts",
-				w.tables.Activities, len(pending[w.tables.Activities]), attempt)
+			return fmt.Errorf("batch put into %s: %d items unprocessed after %d attempts", table, len(pending[table]), attempt)
 		}
 		select {
 		case <-ctx.Done():

@@ -3,13 +3,15 @@ package projector
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/projections"
@@ -30,67 +32,111 @@ type readState struct {
 	MemberID  string `dynamodbav:"member_id"`
 }
 
-// check is one comparison between the command log and the new tables.
+// check is one comparison between the command log and the new tables: forward, that a
+// state item of the log (an aggregate's `config` or a live `member#`) is in the new
+// read table at its version or a newer one; reverse, that a live membership of the new
+// read table is in the log (or no longer live).
 type check struct {
-	key  map[string]types.AttributeValue
-	want func(found bool, r readState) bool
-	desc string
+	id, sk  string
+	version int64
+	deleted bool
+	reverse bool
+}
+
+func (c check) key() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: c.id}, "sk": &types.AttributeValueMemberS{Value: c.sk}}
+}
+
+func (c check) String() string {
+	switch {
+	case c.reverse:
+		return "live membership " + c.id + " " + c.sk + " of the new table"
+	case dynamo.IsMemberSK(c.sk):
+		return "membership " + c.id + " " + c.sk
+	}
+	return c.id
+}
+
+// holds is a forward check's verdict on what the new read table has.
+func (c check) holds(found bool, rs readState) bool {
+	if !found {
+		return false
+	}
+	if dynamo.IsMemberSK(c.sk) {
+		return rs.Version > c.version || (rs.Version == c.version && !rs.IsDeleted)
+	}
+	return rs.Version > c.version || (rs.Version == c.version && rs.IsDeleted == c.deleted)
+}
+
+// checklist gathers checks from concurrent scans, with the log's counts.
+type checklist struct {
+	mu                     sync.Mutex
+	checks                 []check
+	users, groups, members int64
+}
+
+func (l *checklist) addStates(states []stateItem) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range states {
+		switch {
+		case dynamo.IsMemberSK(s.SK):
+			l.members++
+			l.checks = append(l.checks, check{id: s.ID, sk: s.SK, version: s.GroupVersion})
+			continue
+		case s.Deleted:
+		case s.Type == "user":
+			l.users++
+		default:
+			l.groups++
+		}
+		l.checks = append(l.checks, check{id: s.ID, sk: s.SK, version: s.Version, deleted: s.Deleted})
+	}
+}
+
+func (l *checklist) addLive(items []map[string]types.AttributeValue) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, it := range items {
+		l.checks = append(l.checks, check{id: dynamo.StringAttr(it, "id"), sk: dynamo.StringAttr(it, "sk"), reverse: true})
+	}
 }
 
 // verify compares every aggregate and live membership of the command log with the new
-// read table, and every live membership of the read table with the log.
-func (r *Replayer) verify(ctx context.Context, row dynamo.Tenant, next projections.Tables, rep *ReplayReport, opts ReplayOptions) error {
-	var users, groups, members atomic.Int64
-	var checks []check
-	err := r.scanAll(ctx, row.CommandsTable, stateFilter, func(items []map[string]types.AttributeValue) error {
-		var states []stateItem
-		if err := attributevalue.UnmarshalListOfMaps(items, &states); err != nil {
-			return fmt.Errorf("decode state items: %w", err)
+// read table, and every live membership of the read table with the log. The log's side
+// is what the rebuild read (list), plus a scan of the segments an interrupted run had
+// read before (rescan); the checks run workers at a time.
+func (r *Replayer) verify(ctx context.Context, row dynamo.Tenant, next projections.Tables, rep *ReplayReport, opts ReplayOptions,
+	list *checklist, segments int, rescan map[int]bool) error {
+	if len(rescan) > 0 {
+		skip := map[int]bool{}
+		for seg := range segments {
+			skip[seg] = !rescan[seg]
 		}
-		for _, s := range states {
-			key := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: s.ID}, "sk": &types.AttributeValueMemberS{Value: s.SK}}
-			switch {
-			case dynamo.IsMemberSK(s.SK):
-				members.Add(1)
-				v := s.GroupVersion
-				checks = append(checks, check{key: key, desc: "membership " + s.ID + " " + s.SK,
-					want: func(found bool, rs readState) bool {
-						return found && (rs.Version > v || (rs.Version == v && !rs.IsDeleted))
-					}})
-			default:
-				if !s.Deleted {
-					if s.Type == "user" {
-						users.Add(1)
-					} else {
-						groups.Add(1)
-					}
-				}
-				v, deleted := s.Version, s.Deleted
-				checks = append(checks, check{key: key, desc: s.ID,
-					want: func(found bool, rs readState) bool {
-						return found && (rs.Version > v || (rs.Version == v && rs.IsDeleted == deleted))
-					}})
+		in := stateFilter
+		in.TableName, in.ConsistentRead = aws.String(row.CommandsTable), aws.Bool(true)
+		err := r.scan(ctx, in, segments, opts.Workers, skip, nil, func(_ context.Context, items []map[string]types.AttributeValue) error {
+			var states []stateItem
+			if err := attributevalue.UnmarshalListOfMaps(items, &states); err != nil {
+				return fmt.Errorf("decode state items: %w", err)
 			}
+			list.addStates(states)
+			return nil
+		}, nil)
+		if err != nil {
+			return err
 		}
+	}
+	live := dynamodb.ScanInput{FilterExpression: aws.String("attribute_exists(member_id)"), ProjectionExpression: aws.String("id, sk")}
+	err := r.scanAll(ctx, next.Users, live, opts, func(_ context.Context, items []map[string]types.AttributeValue) error {
+		list.addLive(items)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	rep.Users, rep.Groups, rep.Memberships = users.Load(), groups.Load(), members.Load()
-	// The reverse direction: a live membership in the new table must be in the log.
-	err = r.scanAll(ctx, next.Users, dynamodb.ScanInput{FilterExpression: aws.String("attribute_exists(member_id)")}, func(items []map[string]types.AttributeValue) error {
-		for _, it := range items {
-			id, sk := dynamo.StringAttr(it, "id"), dynamo.StringAttr(it, "sk")
-			checks = append(checks, check{key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}, "sk": &types.AttributeValueMemberS{Value: sk}},
-				desc: "live membership " + id + " " + sk + " of the new table", want: nil})
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	rep.Checked = int64(len(checks))
+	checks := list.checks
+	rep.Users, rep.Groups, rep.Memberships, rep.Checked = list.users, list.groups, list.members, int64(len(checks))
 	if opts.Progress != nil {
 		opts.Progress.Start("verify", int64(len(checks)))
 		defer opts.Progress.Finish()
@@ -102,34 +148,46 @@ func (r *Replayer) verify(ctx context.Context, row dynamo.Tenant, next projectio
 				return err
 			}
 		}
-		var failed []check
-		for start := 0; start < len(pending); start += 100 {
-			chunk := pending[start:min(start+100, len(pending))]
-			bad, err := r.runChecks(ctx, row.CommandsTable, next.Users, chunk)
-			if err != nil {
-				return err
-			}
-			failed = append(failed, bad...)
-			if opts.Progress != nil && round == 0 {
-				opts.Progress.Add(len(chunk))
-			}
+		var (
+			mu     sync.Mutex
+			failed []check
+		)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(opts.Workers)
+		for chunk := range slices.Chunk(pending, 100) {
+			g.Go(func() error {
+				bad, err := r.runChecks(gctx, row.CommandsTable, next.Users, chunk)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				failed = append(failed, bad...)
+				mu.Unlock()
+				if opts.Progress != nil && round == 0 {
+					opts.Progress.Add(len(chunk))
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
 		}
 		pending = failed
 	}
 	for _, c := range pending {
-		rep.Mismatches = append(rep.Mismatches, c.desc)
+		rep.Mismatches = append(rep.Mismatches, c.String())
 	}
 	if len(pending) > 0 {
-		return fmt.Errorf("verification failed: %d of %d checks differ (first: %s); the tenant was not switched", len(pending), len(checks), pending[0].desc)
+		return fmt.Errorf("verification failed: %d of %d checks differ (first: %s); the tenant was not switched", len(pending), len(checks), pending[0])
 	}
 	return nil
 }
 
-// runChecks evaluates checks; reverse checks (want nil) look the key up in the log.
+// runChecks evaluates checks; reverse checks look the key up in the log.
 func (r *Replayer) runChecks(ctx context.Context, logTable, readTable string, checks []check) ([]check, error) {
 	var forward, reverse []check
 	for _, c := range checks {
-		if c.want == nil {
+		if c.reverse {
 			reverse = append(reverse, c)
 		} else {
 			forward = append(forward, c)
@@ -148,7 +206,7 @@ func (r *Replayer) runChecks(ctx context.Context, logTable, readTable string, ch
 				return nil, err
 			}
 		}
-		if !c.want(it != nil, rs) {
+		if !c.holds(it != nil, rs) {
 			failed = append(failed, c)
 		}
 	}
@@ -177,48 +235,22 @@ func (r *Replayer) batchGet(ctx context.Context, table string, checks []check) (
 	idx := map[string][]int{}
 	keys := make([]map[string]types.AttributeValue, 0, len(checks))
 	for i, c := range checks {
-		k := keyOf(c.key)
+		k := c.id + "\x00" + c.sk
 		if _, dup := idx[k]; !dup {
-			keys = append(keys, c.key)
+			keys = append(keys, c.key())
 		}
 		idx[k] = append(idx[k], i)
 	}
-	req := map[string]types.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	for attempt := 0; len(req) > 0; attempt++ {
-		res, err := r.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return nil, fmt.Errorf("verify against %s: %w", table, err)
-		}
-		for _, it := range res.Responses[table] {
-			for _, i := range idx[keyOf(it)] {
-				out[i] = it
-			}
-		}
-		req = res.UnprocessedKeys
-		if len(req) > 0 {
-			if err := sleep(ctx, time.Duration(20<<min(attempt, 5))*time.Millisecond); err != nil {
-				return nil, err
-			}
+	items, err := r.batchGetKeys(ctx, table, keys, "")
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	for _, it := range items {
+		for _, i := range idx[keyOf(it)] {
+			out[i] = it
 		}
 	}
 	return out, nil
-}
-
-// scanAll pages through a table (replay tooling, not a list endpoint).
-func (r *Replayer) scanAll(ctx context.Context, table string, in dynamodb.ScanInput, fn func([]map[string]types.AttributeValue) error) error {
-	in.TableName = aws.String(table)
-	in.ConsistentRead = aws.Bool(true)
-	p := dynamodb.NewScanPaginator(r.db, &in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", table, err)
-		}
-		if err := fn(page.Items); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // switchTo points the tenant's readers at the new tables and ends the replay.
@@ -227,7 +259,8 @@ func (r *Replayer) switchTo(ctx context.Context, system, tenant string, next pro
 		TableName: aws.String(r.names.Config()),
 		Key:       r.configKey(system, tenant),
 		UpdateExpression: aws.String("SET users_table = :u, activities_table = :a, generation = :g, updated_at = :now " +
-			"REMOVE next_users_table, next_activities_table, replay_cursors, replay_needed, replay_reason ADD row_version :one"),
+			"REMOVE next_users_table, next_activities_table, replay_segments, replay_cursors, replay_done, replay_needed, replay_reason " +
+			"ADD row_version :one"),
 		ConditionExpression: aws.String("next_users_table = :u"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":u": &types.AttributeValueMemberS{Value: next.Users}, ":a": &types.AttributeValueMemberS{Value: next.Activities},
@@ -244,8 +277,11 @@ func (r *Replayer) switchTo(ctx context.Context, system, tenant string, next pro
 // dryRun counts what a replay would read and build, writing nothing.
 func (r *Replayer) dryRun(ctx context.Context, row dynamo.Tenant, next projections.Tables, rep *ReplayReport, opts ReplayOptions) error {
 	var history, users, groups, members int64
+	var mu sync.Mutex
 	err := r.scanAll(ctx, row.CommandsTable, dynamodb.ScanInput{ProjectionExpression: aws.String("id, sk, #t, deleted"),
-		ExpressionAttributeNames: map[string]string{"#t": "type"}}, func(items []map[string]types.AttributeValue) error {
+		ExpressionAttributeNames: map[string]string{"#t": "type"}}, opts, func(_ context.Context, items []map[string]types.AttributeValue) error {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, it := range items {
 			sk := dynamo.StringAttr(it, "sk")
 			switch {

@@ -81,14 +81,14 @@ func TestReplayWhileCommandsArrive(t *testing.T) {
 
 	done := make(chan int64)
 	go func() { done <- workload(t, base, 300, 12) }()
-	cmd := exec.Command(filepath.Join(binDir, "projector"), "replay", "--system", "rp", "--tenant", "t1", "--drop-old")
+	cmd := exec.Command(filepath.Join(binDir, "projector"), "replay", "--system", "rp", "--tenant", "t1", "--drop-old", "--workers", "2", "--segments", "7")
 	cmd.Env = e.vars()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
 	<-done
-	for _, want := range []string{"verified", "switched rp/t1", "dropped " + before.UsersTable} {
+	for _, want := range []string{"in 7 segments, 2 at a time", "verified", "switched rp/t1", "dropped " + before.UsersTable} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("replay output lacks %q:\n%s", want, out)
 		}
