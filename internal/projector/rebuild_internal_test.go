@@ -28,28 +28,8 @@ import (
 // tombstoned.
 func TestApplyPageRepairsWhatALiveProjectorWroteFirst(t *testing.T) {
 	ctx := context.Background()
-	db := dynamotest.Current(t).DynamoDB()
-	names := dynamo.Names{Prefix: dynamotest.UniqueName("rb")}
-	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
-		t.Fatal(err)
-	}
-	store := dynamo.NewTenantStore(db, names)
-	if err := store.EnsureTables(ctx, "s", "t"); err != nil {
-		t.Fatal(err)
-	}
-	row := dynamo.Tenant{SystemID: "s", TenantID: "t", CommandsTable: names.Commands("s", "t")}
-	next := projections.Tables{Users: names.Users("s", "t", 1), Activities: names.Activities("s", "t", 1)}
-	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(next.Users), dynamo.ActivitiesTable(next.Activities)} {
-		if err := dynamo.EnsureTable(ctx, db, spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// The command log: alice created and updated twice; group g created, alice added, g deleted.
-	reg := events.NewRegistry()
-	deps := commands.Deps{Store: dynamo.NewCommandStore(db, names, reg, 0), Now: time.Now, NewID: uuid.NewString}
-	tenant := commands.Tenant{System: "s", ID: "t"}
-	meta := commands.Meta{Actor: "test", CommandID: "c", CorrelationID: "c"}
+	f := newRebuildFixture(t)
+	db, row, next, reg, tenant, meta, deps := f.db, f.row, f.next, f.reg, f.tenant, f.meta, f.deps
 	if _, err := commands.NewCreateUserHandler(deps, nil).Handle(ctx, tenant, commands.CreateUser{Username: "alice", Email: "a@example.com"}, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +52,7 @@ func TestApplyPageRepairsWhatALiveProjectorWroteFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := projections.New(db, projections.Options{})
-	r := NewReplayer(db, names, dynamo.NewTenants(db, names), p, reg, zap.NewNop())
+	p, r := f.projector, f.replayer
 	// The live projector has projected the whole log into the new tables.
 	var page []map[string]types.AttributeValue
 	for _, it := range all.Items {
@@ -121,5 +100,127 @@ func TestApplyPageRepairsWhatALiveProjectorWroteFirst(t *testing.T) {
 	}
 	if m := get(dynamo.GroupID("g"), dynamo.MemberSK("alice")); m["is_deleted"] != true || m["member_id"] != nil {
 		t.Errorf("alice's membership of the deleted group g: %v, want a tombstone", m)
+	}
+}
+
+type rebuildFixture struct {
+	db        *dynamodb.Client
+	row       dynamo.Tenant
+	next      projections.Tables
+	reg       *events.Registry
+	tenant    commands.Tenant
+	meta      commands.Meta
+	deps      commands.Deps
+	projector *projections.Projector
+	replayer  *Replayer
+}
+
+// newRebuildFixture is a tenant with a command log and the empty tables of a replay.
+func newRebuildFixture(t *testing.T) rebuildFixture {
+	t.Helper()
+	ctx := context.Background()
+	db := dynamotest.Current(t).DynamoDB()
+	names := dynamo.Names{Prefix: dynamotest.UniqueName("rb")}
+	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
+		t.Fatal(err)
+	}
+	store := dynamo.NewTenantStore(db, names)
+	if err := store.EnsureTables(ctx, "s", "t"); err != nil {
+		t.Fatal(err)
+	}
+	row := dynamo.Tenant{SystemID: "s", TenantID: "t", CommandsTable: names.Commands("s", "t")}
+	next := projections.Tables{Users: names.Users("s", "t", 1), Activities: names.Activities("s", "t", 1)}
+	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(next.Users), dynamo.ActivitiesTable(next.Activities)} {
+		if err := dynamo.EnsureTable(ctx, db, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The command log: alice created and updated twice; group g created, alice added, g deleted.
+	reg := events.NewRegistry()
+	deps := commands.Deps{Store: dynamo.NewCommandStore(db, names, reg, 0), Now: time.Now, NewID: uuid.NewString}
+	tenant := commands.Tenant{System: "s", ID: "t"}
+	meta := commands.Meta{Actor: "test", CommandID: "c", CorrelationID: "c"}
+	p := projections.New(db, projections.Options{})
+	return rebuildFixture{db: db, row: row, next: next, reg: reg, tenant: tenant, meta: meta, deps: deps, projector: p,
+		replayer: NewReplayer(db, names, dynamo.NewTenants(db, names), p, reg, zap.NewNop())}
+}
+
+// TestVerifyFollowsTheLogPastTheRebuild checks a membership the rebuild read as live and
+// a later delete of its user removed from the log: the new table's tombstone (which keeps
+// the membership's version) must pass the verification, and a live membership the log no
+// longer has must not.
+func TestVerifyFollowsTheLogPastTheRebuild(t *testing.T) {
+	ctx := context.Background()
+	f := newRebuildFixture(t)
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := commands.NewCreateUserHandler(f.deps, nil).Handle(ctx, f.tenant, commands.CreateUser{Username: u, Email: u + "@example.com"}, f.meta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := commands.NewCreateGroupHandler(f.deps).Handle(ctx, f.tenant, commands.CreateGroup{Name: "g"}, f.meta); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, commands.AddMember{Group: "g", Username: u}, f.meta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	project := func() {
+		t.Helper()
+		out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			if dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
+				e, err := dynamo.DecodeRecord(f.reg, it)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.projector.Apply(ctx, f.next, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	project()
+	// What the rebuild read: both memberships live.
+	out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, states, err := f.replayer.split(out.Items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Then alice is deleted (the log drops her membership; the new table tombstones it).
+	if _, err := commands.NewDeleteUserHandler(f.deps).Handle(ctx, f.tenant, commands.DeleteUser{Username: "alice"}, f.meta); err != nil {
+		t.Fatal(err)
+	}
+	project()
+	opts := ReplayOptions{Workers: 2, verifyPause: time.Millisecond}
+	list := &checklist{}
+	list.addStates(states)
+	if err := f.replayer.verify(ctx, f.row, f.next, &ReplayReport{}, opts, list, 1, nil); err != nil {
+		t.Fatalf("a membership removed after the rebuild read it: %v", err)
+	}
+
+	// bob's membership made live in the new table after the log removed it must fail.
+	if _, err := commands.NewRemoveMemberHandler(f.deps).Handle(ctx, f.tenant, commands.RemoveMember{Group: "g", Username: "bob"}, f.meta); err != nil {
+		t.Fatal(err)
+	}
+	project()
+	if _, err := f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.next.Users),
+		Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: dynamo.GroupID("g")}, "sk": &types.AttributeValueMemberS{Value: dynamo.MemberSK("bob")}},
+		UpdateExpression:          aws.String("SET member_id = :u, is_deleted = :f"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberS{Value: "bob"}, ":f": &types.AttributeValueMemberBOOL{Value: false}}}); err != nil {
+		t.Fatal(err)
+	}
+	list = &checklist{}
+	list.addStates(states)
+	rep := &ReplayReport{}
+	if err := f.replayer.verify(ctx, f.row, f.next, rep, opts, list, 1, nil); err == nil || len(rep.Mismatches) == 0 {
+		t.Fatalf("a live membership the log removed passed the verification (%v, %v)", err, rep.Mismatches)
 	}
 }

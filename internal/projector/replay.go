@@ -74,6 +74,8 @@ type ReplayOptions struct {
 	PageSize int32
 	// StopAfterPages interrupts the scan after this many pages (tests of resumption).
 	StopAfterPages int
+	// verifyPause is the pause between verification rounds (verifyPause; tests shorten it).
+	verifyPause time.Duration
 }
 
 // Progress is told how far a replay is.
@@ -109,6 +111,9 @@ func (o *ReplayOptions) defaults() {
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
+	}
+	if o.verifyPause == 0 {
+		o.verifyPause = verifyPause
 	}
 }
 
