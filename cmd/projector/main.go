@@ -15,7 +15,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	stopProfile := process.CPUProfile(os.Getenv("SSO_CPU_PROFILE"))
 	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, nil)
 	stop()
+	stopProfile()
 	process.Exit("projector", err)
 }

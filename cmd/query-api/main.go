@@ -14,7 +14,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	stopProfile := process.CPUProfile(os.Getenv("SSO_CPU_PROFILE"))
 	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, hooks{})
 	stop()
+	stopProfile()
 	process.Exit("query-api", err)
 }

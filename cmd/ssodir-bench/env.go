@@ -41,6 +41,8 @@ type bench struct {
 	key     string
 	http    *http.Client
 	log     io.Writer
+	// profiles is where services write CPU profiles (SSO_CPU_PROFILE), if set.
+	profiles string
 
 	mu   sync.Mutex
 	peak map[string]int64
@@ -181,7 +183,11 @@ func (e *env) start(ctx context.Context, name string, extra ...string) (*service
 	if err != nil {
 		return nil, err
 	}
-	cmd := e.command(name, nil, append(extra, addrVar[name]+"="+addr)...)
+	extra = append(extra, addrVar[name]+"="+addr)
+	if e.b.profiles != "" {
+		extra = append(extra, "SSO_CPU_PROFILE="+filepath.Join(e.b.profiles, name))
+	}
+	cmd := e.command(name, nil, extra...)
 	s := &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), out: &tail{}, b: e.b}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	replayUsers := fs.Int("replay-users", 0, "users of the replay scenario, 10 history records each (default: the scale's)")
 	binDir := fs.String("bin", "", "build the services into this directory and keep them (for perf's symbols; default: a temporary one)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (in-process replay and reconcile included)")
+	serviceProfiles := fs.String("service-profiles", "", "write a CPU profile of every service process into this directory (<service>.<pid>)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,10 +96,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	started := time.Now()
+	profiles := ""
+	if *serviceProfiles != "" {
+		if profiles, err = filepath.Abs(*serviceProfiles); err != nil {
+			return err
+		}
+	}
 	b, err := newBench(ctx, stderr, *binDir)
 	if err != nil {
 		return err
 	}
+	b.profiles = profiles
 	defer b.close()
 	rep := &report{Machine: thisMachine(), Scale: sc.Name, StartedAt: started.UTC().Format(time.RFC3339)}
 	for _, s := range selected {

@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -147,6 +148,14 @@ func happyPath(t *testing.T, b backend) {
 			}
 			if d.msg.UUID != streams.MessageUUID(d.rec.StreamARN, d.rec.SequenceNumber) {
 				t.Fatalf("message UUID %s is not derived from stream and sequence number", d.msg.UUID)
+			}
+			// The record handed over in the message's context is the one its payload carries.
+			fromPayload, err := streams.DecodeRecord(message.NewMessage(d.msg.UUID, d.msg.Payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fromPayload, d.rec) {
+				t.Fatalf("delivered record %+v, payload %+v", d.rec, fromPayload)
 			}
 			if d.msg.Metadata.Get(streams.MetaAggregate) != d.rec.Aggregate || d.msg.Metadata.Get(streams.MetaTenant) != "tenant-a" {
 				t.Fatalf("metadata %v does not match the record", d.msg.Metadata)

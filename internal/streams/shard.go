@@ -264,7 +264,7 @@ func (w *shardWorker) prepare(e *entry) {
 	msg := message.NewMessage(e.uuid, e.payload)
 	msg.Metadata = recordMetadata(e.rec)
 	msg.Metadata.Set(MetaAttempt, strconv.Itoa(e.attempts))
-	ctx, cancel := context.WithCancel(w.s.msgBase)
+	ctx, cancel := context.WithCancel(withRecord(w.s.msgBase, e.rec))
 	msg.SetContext(ctx)
 	w.next, w.nextCancel = msg, cancel
 }

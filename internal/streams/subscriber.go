@@ -48,6 +48,7 @@ type Subscriber struct {
 
 	stop       chan struct{} // closed when Close begins
 	syncNow    chan string   // stream ARNs to list at once (a shard ended)
+	balanceNow chan struct{} // a lease round at once (new shards were listed)
 	loopCtx    context.Context
 	loopCancel context.CancelFunc
 	loops      sync.WaitGroup
@@ -108,6 +109,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		handoverRequested: map[string]time.Time{},
 		stop:              make(chan struct{}),
 		syncNow:           make(chan string, 64),
+		balanceNow:        make(chan struct{}, 1),
 		loopCtx:           loopCtx,
 		loopCancel:        loopCancel,
 		msgBase:           msgBase,
@@ -445,6 +447,7 @@ func (s *Subscriber) syncStream(ctx context.Context, arn string) {
 		return
 	}
 	stream := st.Stream
+	first := st.listed == nil
 	known := map[string]leaseRow{}
 	for _, r := range s.rows {
 		if r.StreamARN == arn {
@@ -475,6 +478,7 @@ func (s *Subscriber) syncStream(ctx context.Context, arn string) {
 		listed[aws.ToString(sh.ShardId)] = aws.ToString(sh.ParentShardId)
 	}
 	// Parents first, so a child's row never exists without its listed parent's row.
+	created := false
 	for _, sh := range shards {
 		id := aws.ToString(sh.ShardId)
 		if _, ok := known[id]; ok {
@@ -487,7 +491,18 @@ func (s *Subscriber) syncStream(ctx context.Context, arn string) {
 			log.Warn("create lease row failed", zap.String("shard", id), zap.Error(err))
 			return // listed stays unknown, so nothing of this stream is judged on half the rows
 		}
+		created = true
 	}
+	defer func() {
+		if created || first {
+			// A stream just found, or new shards, get a lease round now rather than at the
+			// next tick: a projector starting with a backlog began applying 2 s late.
+			select {
+			case s.balanceNow <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	for id, r := range known {
 		if _, ok := listed[id]; !ok && r.finished() {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -597,6 +612,7 @@ func (s *Subscriber) leaseLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
+		case <-s.balanceNow:
 		}
 	}
 }
