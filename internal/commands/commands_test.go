@@ -879,14 +879,17 @@ func TestDeleteUser(t *testing.T) {
 type interruptedStore struct {
 	commands.Store
 	interrupted bool
+	// failed is the clean-up that failed, for running it late.
+	failed commands.Cleanup
 }
 
-func (s *interruptedStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant, kind events.AggregateKind, key string, version int64, ms []commands.Membership) error {
+func (s *interruptedStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant, c commands.Cleanup) error {
 	if !s.interrupted {
 		s.interrupted = true
+		s.failed = c
 		return errors.New("throttled")
 	}
-	return s.Store.RemoveMembersAfter(ctx, t, kind, key, version, ms)
+	return s.Store.RemoveMembersAfter(ctx, t, c)
 }
 
 // TestInterruptedDelete checks a delete whose memberships do not fit into its transaction
@@ -902,6 +905,10 @@ func TestInterruptedDelete(t *testing.T) {
 		leftover any
 		recreate any
 		check    func(t *testing.T, w *world)
+		// rejoin is made by the new incarnation; the delete's own clean-up, run late
+		// (its process was paused, not dead), must leave it.
+		rejoin any
+		member [2]string
 	}{
 		{
 			name:   "a user in more groups than a transaction holds",
@@ -914,6 +921,8 @@ func TestInterruptedDelete(t *testing.T) {
 			leftover: commands.RemoveMember{Group: "g048", Username: "jdoe"},
 			recreate: createUser("jdoe", ""),
 			check:    func(t *testing.T, w *world) { noMemberships(t, w, "jdoe") },
+			rejoin:   addMember("g048", "jdoe"),
+			member:   [2]string{"g048", "jdoe"},
 		},
 		{
 			name:   "a group with more members than a transaction holds",
@@ -926,6 +935,8 @@ func TestInterruptedDelete(t *testing.T) {
 			leftover: addMember("big", "u048"),
 			recreate: createGroup("BIG"),
 			check:    func(t *testing.T, w *world) { groupHasNoMembers(t, w, "big") },
+			rejoin:   addMember("big", "u048"),
+			member:   [2]string{"big", "u048"},
 		},
 	}
 	for _, tc := range cases {
@@ -958,6 +969,21 @@ func TestInterruptedDelete(t *testing.T) {
 			}
 			w.given(tc.recreate)
 			tc.check(t, w)
+
+			w.given(tc.rejoin)
+			if err := w.real.RemoveMembersAfter(t.Context(), w.tenant, w.store.(*interruptedStore).failed); err != nil {
+				t.Fatalf("the late clean-up: %v", err)
+			}
+			if ok, err := w.real.IsMember(t.Context(), w.tenant, tc.member[0], tc.member[1]); err != nil || !ok {
+				t.Errorf("the delete's clean-up, run late, removed %s's membership of %s made after the re-create (%v)", tc.member[1], tc.member[0], err)
+			}
+			pointer := false
+			for _, it := range w.items() {
+				pointer = pointer || (s(it, "id") == dynamo.UserID(tc.member[1]) && s(it, "sk") == dynamo.GroupPointerSK(tc.member[0]))
+			}
+			if !pointer {
+				t.Errorf("the late clean-up removed the group pointer of %s's new membership of %s", tc.member[1], tc.member[0])
+			}
 		})
 	}
 }

@@ -79,7 +79,7 @@ func finishGroupCleanup(ctx context.Context, s Store, t Tenant, agg GroupAggrega
 	if err != nil {
 		return err
 	}
-	return s.RemoveMembersAfter(ctx, t, events.KindGroup, agg.State.Key, agg.State.Version, ms)
+	return s.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindGroup, Key: agg.State.Key, Version: agg.State.Version, Members: ms})
 }
 
 // loadLiveGroup loads a group that must exist and not be deleted, by name in any case.

@@ -112,5 +112,6 @@ func finishUserCleanup(ctx context.Context, s Store, t Tenant, agg UserAggregate
 	for _, g := range groups {
 		ms = append(ms, Membership{GroupKey: g, Username: agg.State.Username})
 	}
-	return s.RemoveMembersAfter(ctx, t, events.KindUser, agg.State.Username, agg.State.Version, ms)
+	return s.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindUser, Key: agg.State.Username, Version: agg.State.Version,
+		MembershipRev: agg.State.DeletedMembershipRev, Members: ms})
 }

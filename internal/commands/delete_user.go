@@ -68,7 +68,8 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 		// here would tell the client that nothing was written. Memberships this clean-up
 		// cannot remove stay under the tombstone's cleanup mark, and the next create of the
 		// name removes them first, as after a crash.
-		_ = h.deps.Store.RemoveMembersAfter(ctx, t, events.KindUser, tomb.Username, tomb.Version, leftover)
+		_ = h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindUser, Key: tomb.Username, Version: tomb.Version,
+			MembershipRev: tomb.DeletedMembershipRev, Members: leftover})
 	}
 	return tomb.Version, nil
 }

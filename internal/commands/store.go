@@ -65,6 +65,21 @@ type Membership struct {
 	UserID   string
 }
 
+// Cleanup is what a delete leaves for RemoveMembersAfter: the memberships beyond its
+// transaction. It may run long after the delete (a re-create finishes it), even beside a
+// new incarnation's own joins, so it removes only memberships from before the delete: of
+// a deleted group, those added at a lower group version; of a deleted user, those at or
+// below the membership revision the delete was decided on.
+type Cleanup struct {
+	Kind events.AggregateKind
+	Key  string
+	// Version is the delete's (the tombstone's) version.
+	Version int64
+	// MembershipRev is a deleted user's membership revision at the delete.
+	MembershipRev int64
+	Members       []Membership
+}
+
 // Change is everything one accepted command writes, in one transaction.
 type Change struct {
 	Event events.Envelope
@@ -103,8 +118,8 @@ type Store interface {
 	MaxMembersPerChange() int
 	Append(ctx context.Context, t Tenant, c Change) error
 	// RemoveMembersAfter deletes memberships left over by a delete, outside its
-	// transaction, then clears the aggregate's cleanup mark at the given version.
-	RemoveMembersAfter(ctx context.Context, t Tenant, kind events.AggregateKind, key string, version int64, ms []Membership) error
+	// transaction, then clears the aggregate's cleanup mark at the delete's version.
+	RemoveMembersAfter(ctx context.Context, t Tenant, c Cleanup) error
 	// RecordNoop records an idempotent request that changed nothing.
 	RecordNoop(ctx context.Context, t Tenant, idem Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
@@ -406,32 +407,57 @@ func (s *CommandStore) configItem(c commands.Change) (map[string]types.Attribute
 }
 
 // RemoveMembersAfter deletes memberships left over by a delete, then clears the cleanup
-// mark. Deletes are idempotent, so an interrupted run can simply run again.
-func (s *CommandStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant, kind events.AggregateKind, key string, version int64, ms []commands.Membership) error {
+// mark. Each membership goes in its own transaction with its group pointer, conditioned
+// as commands.Cleanup says, so that a clean-up running late never removes a membership
+// made after the delete; an absent membership passes, so an interrupted run can simply
+// run again.
+func (s *CommandStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant, c commands.Cleanup) error {
 	table := s.table(t)
-	var reqs []types.WriteRequest
-	for _, m := range ms {
-		reqs = append(reqs,
-			types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username))}}},
-			types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}},
-		)
+	cond := aws.String("attribute_not_exists(id) OR group_version < :v")
+	values := map[string]types.AttributeValue{":v": num(c.Version)}
+	if c.Kind == events.KindUser {
+		cond = aws.String("attribute_not_exists(id) OR membership_rev <= :r")
+		values = map[string]types.AttributeValue{":r": num(c.MembershipRev)}
 	}
-	if err := BatchWrite(ctx, s.db, table, reqs); err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cleanupConcurrency)
+	for _, m := range c.Members {
+		g.Go(func() error {
+			_, err := s.db.TransactWriteItems(gctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+				{Delete: &types.Delete{TableName: aws.String(table), ConditionExpression: cond, ExpressionAttributeValues: values,
+					Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username))}}},
+				{Delete: &types.Delete{TableName: aws.String(table),
+					Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}},
+			}})
+			var tce *types.TransactionCanceledException
+			if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+				return nil // a membership made after the delete
+			}
+			if err != nil {
+				return fmt.Errorf("remove membership of %s in %s: %w", m.Username, m.GroupKey, translate(err))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(table),
-		Key:                       map[string]types.AttributeValue{"id": str(AggregateID(kind, key)), "sk": str(SKConfig)},
+		Key:                       map[string]types.AttributeValue{"id": str(AggregateID(c.Kind, c.Key)), "sk": str(SKConfig)},
 		UpdateExpression:          aws.String("REMOVE cleanup_pending"),
 		ConditionExpression:       aws.String("version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(version)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(c.Version)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("clear cleanup mark of %s: %w", key, translate(err))
+		return fmt.Errorf("clear cleanup mark of %s: %w", c.Key, translate(err))
 	}
 	return nil
 }
+
+// cleanupConcurrency bounds the transactions of one clean-up in flight.
+const cleanupConcurrency = 8
 
 // BatchWrite writes requests in batches of 25, retrying unprocessed items with backoff.
 func BatchWrite(ctx context.Context, db *dynamodb.Client, table string, reqs []types.WriteRequest) error {
