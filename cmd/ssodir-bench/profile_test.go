@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,6 +135,43 @@ func BenchmarkQueryAPIGetUser(b *testing.B) {
 			if _, _, err := p.b.expect(context.Background(), http.StatusOK, "GET", base+u.Username, nil); err != nil {
 				b.Error(err)
 				return
+			}
+		}
+	})
+}
+
+// BenchmarkQueryAPIWalk is the read scenario's 3-page walk of GET /users at concurrency 8.
+func BenchmarkQueryAPIWalk(b *testing.B) {
+	p := newProfileEnv(b, func(e *echo.Echo, env *env, authn *auth.Authenticator) {
+		svc, err := queries.New(env.db, env.names, make([]byte, 32), queries.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
+	})
+	if _, err := seedReadModel(context.Background(), p.env, scales["small"].ReadUsers, scales["small"].ReadGroups); err != nil {
+		b.Fatal(err)
+	}
+	base := p.srv.URL + tenantPath()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			path := fmt.Sprintf("/users?limit=%d", walkLimit)
+			for range 3 {
+				_, body, err := p.b.expect(context.Background(), http.StatusOK, "GET", base+path, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var page struct {
+					NextCursor *string `json:"next_cursor"`
+				}
+				if err := json.Unmarshal(body, &page); err != nil || page.NextCursor == nil {
+					b.Errorf("no next page after %s (%v)", path, err)
+					return
+				}
+				path = fmt.Sprintf("/users?limit=%d&cursor=%s", walkLimit, url.QueryEscape(*page.NextCursor))
 			}
 		}
 	})
