@@ -25,7 +25,7 @@ type scale struct {
 	CatchupCommands int
 	// ReplayUsers each have ReplayHistory history records (full: the 100,000 users
 	// and 1,000,000 records; DynamoDB Local grows to about 9 GiB of native memory for them).
-	// small replays a fortieth, not a tenth: a tenth alone takes over two of its three
+	// small replays a hundredth, not a tenth: a tenth alone takes over two of its three
 	// minutes. -replay-users sets it.
 	ReplayUsers, ReplayHistory int
 	// KeycloakUsers are reconciled into an empty realm, in KeycloakGroups groups.
@@ -50,7 +50,7 @@ var scales = map[string]scale{
 		Name: "small", Reps: 3, Warmup: 2 * time.Second, Window: 600 * time.Millisecond,
 		CreateConcurrency: []int{1, 8, 32}, UpdateUsers: 400,
 		ReadUsers: 1000, ReadGroups: 10, CatchupCommands: 2000,
-		ReplayUsers: 2500, ReplayHistory: 10, KeycloakUsers: 1000, KeycloakGroups: 5,
+		ReplayUsers: 1000, ReplayHistory: 10, KeycloakUsers: 1000, KeycloakGroups: 5,
 		LagSamplesPerS: 40, FreshDB: true,
 	},
 	"tiny": {
