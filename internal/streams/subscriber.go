@@ -48,7 +48,7 @@ type Subscriber struct {
 
 	stop       chan struct{} // closed when Close begins
 	syncNow    chan string   // stream ARNs to list at once (a shard ended)
-	balanceNow chan struct{} // a lease round at once (new shards were listed)
+	balanceNow chan struct{} // a lease round at once (a stream was found, or new shards)
 	loopCtx    context.Context
 	loopCancel context.CancelFunc
 	loops      sync.WaitGroup
