@@ -112,8 +112,8 @@ func BenchmarkCommandAPICreate(b *testing.B) {
 	})
 }
 
-// BenchmarkQueryAPIGetUser is GET /users/{u} at concurrency 8 over the small read model.
-func BenchmarkQueryAPIGetUser(b *testing.B) {
+// newQueryProfileEnv is an in-process query API over the small scale's read model.
+func newQueryProfileEnv(b *testing.B) (*profileEnv, []events.User) {
 	p := newProfileEnv(b, func(e *echo.Echo, env *env, authn *auth.Authenticator) {
 		svc, err := queries.New(env.db, env.names, make([]byte, 32), queries.Options{})
 		if err != nil {
@@ -125,6 +125,12 @@ func BenchmarkQueryAPIGetUser(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return p, users
+}
+
+// BenchmarkQueryAPIGetUser is GET /users/{u} at concurrency 8 over the small read model.
+func BenchmarkQueryAPIGetUser(b *testing.B) {
+	p, users := newQueryProfileEnv(b)
 	base := p.srv.URL + tenantPath() + "/users/"
 	var seq atomic.Int64
 	b.SetParallelism(4)
@@ -142,16 +148,7 @@ func BenchmarkQueryAPIGetUser(b *testing.B) {
 
 // BenchmarkQueryAPIWalk is the read scenario's 3-page walk of GET /users at concurrency 8.
 func BenchmarkQueryAPIWalk(b *testing.B) {
-	p := newProfileEnv(b, func(e *echo.Echo, env *env, authn *auth.Authenticator) {
-		svc, err := queries.New(env.db, env.names, make([]byte, 32), queries.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
-	})
-	if _, err := seedReadModel(context.Background(), p.env, scales["small"].ReadUsers, scales["small"].ReadGroups); err != nil {
-		b.Fatal(err)
-	}
+	p, _ := newQueryProfileEnv(b)
 	base := p.srv.URL + tenantPath()
 	b.SetParallelism(4)
 	b.ResetTimer()
