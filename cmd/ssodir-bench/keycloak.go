@@ -25,15 +25,11 @@ func benchKeycloak(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		return nil, err
 	}
 	defer stop()
-	e, err := b.newEnv(ctx, sc.FreshDB)
+	e, api, err := apiEnv(ctx, b, sc, false)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	api, err := e.start(ctx, "command-api")
-	if err != nil {
-		return nil, err
-	}
 	realm := 0
 	// newRealm makes an empty realm on the double and points the tenant's Keycloak
 	// settings at it.

@@ -38,18 +38,11 @@ type readOp struct {
 }
 
 func benchReads(ctx context.Context, b *bench, sc scale) ([]*result, error) {
-	e, err := b.newEnv(ctx, sc.FreshDB)
+	e, api, err := apiEnv(ctx, b, sc, true)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	api, err := e.start(ctx, "command-api")
-	if err != nil {
-		return nil, err
-	}
-	if err := e.provision(ctx, api); err != nil {
-		return nil, err
-	}
 	if err := api.stop(); err != nil {
 		return nil, err
 	}

@@ -36,18 +36,12 @@ func prime(ctx context.Context, db *dynamodb.Client, tables ...string) error {
 // writeEnv starts the command API with the bench tenant and a raw command table of the same
 // spec beside it, both primed.
 func writeEnv(ctx context.Context, b *bench, sc scale) (*env, *service, string, error) {
-	e, err := b.newEnv(ctx, sc.FreshDB)
+	e, api, err := apiEnv(ctx, b, sc, true)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	api, err := e.start(ctx, "command-api")
-	if err == nil {
-		err = e.provision(ctx, api)
-	}
 	raw := e.prefix + "_raw_user_commands"
-	if err == nil {
-		err = dynamo.EnsureTable(ctx, e.db, dynamo.CommandsTable(raw))
-	}
+	err = dynamo.EnsureTable(ctx, e.db, dynamo.CommandsTable(raw))
 	if err == nil {
 		err = prime(ctx, e.db, e.commandsTable(), raw)
 	}
@@ -56,6 +50,24 @@ func writeEnv(ctx context.Context, b *bench, sc scale) (*env, *service, string, 
 		return nil, nil, "", err
 	}
 	return e, api, raw, nil
+}
+
+// apiEnv is a scenario's environment with the command API running and, with provision,
+// the bench tenant provisioned through it. On error it closes the environment itself.
+func apiEnv(ctx context.Context, b *bench, sc scale, provision bool) (*env, *service, error) {
+	e, err := b.newEnv(ctx, sc.FreshDB)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := e.start(ctx, "command-api")
+	if err == nil && provision {
+		err = e.provision(ctx, api)
+	}
+	if err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	return e, api, nil
 }
 
 // alternate runs a and b, in turns starting with a on even repetitions, so that drift in
