@@ -7,8 +7,10 @@ cd "$root"
 data="$root/.data"
 mkdir -p "$data/logs"
 
-# A development key and token, made once and kept in .data/ (never committed).
+# Development keys and token, made once and kept in .data/ (never committed). The query
+# API gets its own cursor key and never the key that opens passwords.
 [ -s "$data/secret.key" ] || head -c 32 /dev/urandom | base64 >"$data/secret.key"
+[ -s "$data/cursor.key" ] || head -c 32 /dev/urandom | base64 >"$data/cursor.key"
 [ -s "$data/dev-token" ] || echo "dev-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')" >"$data/dev-token"
 token=$(cat "$data/dev-token")
 
@@ -43,9 +45,14 @@ wait_ready() {
   exit 1
 }
 
+# start NAME ADDR [VAR=value…]: runs bin/NAME with the variables added; the query API is
+# started without SSO_SECRET_KEY.
 start() {
   local name=$1 addr=$2
-  "$root/bin/$name" >>"$data/logs/$name.log" 2>&1 &
+  shift 2
+  local unset=()
+  [ "$name" = query-api ] && unset=(-u SSO_SECRET_KEY)
+  env "${unset[@]}" "$@" "$root/bin/$name" >>"$data/logs/$name.log" 2>&1 &
   pids+=($!)
   wait_ready "$name" "$addr"
 }
@@ -53,7 +60,7 @@ start() {
 # The command API creates the shared tables the others read.
 start command-api "$SSO_COMMAND_ADDR"
 start projector "$SSO_PROJECTOR_ADDR"
-start query-api "$SSO_QUERY_ADDR"
+start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")"
 start keycloak-sync "$SSO_KEYCLOAK_SYNC_ADDR"
 
 api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@" >/dev/null; }

@@ -25,6 +25,7 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/queries"
 	"github.com/ssodir/ssodir/internal/queries/querytest"
 )
 
@@ -61,6 +62,10 @@ type app struct {
 type options struct {
 	minVersionWait time.Duration
 	oidc           bool
+	// wrapDB wraps the DynamoDB client the queries use (to count reads).
+	wrapDB func(queries.DB) queries.DB
+	// env adds to (or overrides) the service's environment.
+	env map[string]string
 }
 
 func startApp(t *testing.T, o options) *app {
@@ -73,11 +78,14 @@ func startApp(t *testing.T, o options) *app {
 	}
 	env := map[string]string{
 		"SSO_TABLE_PREFIX":          a.names.Prefix,
-		"SSO_SECRET_KEY":            base64.StdEncoding.EncodeToString(key),
+		"SSO_CURSOR_KEY":            base64.StdEncoding.EncodeToString(key),
 		"SSO_BOOTSTRAP_TOKEN":       bootstrap,
 		"SSO_QUERY_ADDR":            "127.0.0.1:0",
 		"SSO_LOG_LEVEL":             "error",
 		"AWS_ENDPOINT_URL_DYNAMODB": local.Endpoint,
+	}
+	for k, v := range o.env {
+		env[k] = v
 	}
 	if o.oidc {
 		a.iss = newIssuer(t)
@@ -91,6 +99,7 @@ func startApp(t *testing.T, o options) *app {
 		done <- run(ctx, nil, config.Map(env), io.Discard, hooks{
 			onListen:       func(s string) { addr <- s },
 			minVersionWait: o.minVersionWait,
+			wrapDB:         o.wrapDB,
 		})
 	}()
 	select {

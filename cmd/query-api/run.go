@@ -29,8 +29,12 @@ Serves ssodir's query API (API.md, "Query API") until SIGTERM. It only reads.
 Environment:
   SSO_QUERY_ADDR            listen address (default 127.0.0.1:8081)
   SSO_TABLE_PREFIX          table prefix (default mbcsso_dev)
-  SSO_SECRET_KEY            base64 32-byte key; query-api derives the key that signs
-                            pagination cursors from it (required by query-api)
+  SSO_CURSOR_KEY            base64 key of at least 32 bytes that signs pagination
+                            cursors (required; shared by every query-api instance). The
+                            query API never reads SSO_SECRET_KEY or SSO_KMS_KEY_ID.
+  SSO_MIN_VERSION_WAITERS   X-Min-Version reads that may wait at once (default 512)
+  SSO_MIN_VERSION_WAITERS_PER_TENANT   the same per tenant (default 128); beyond
+                            either cap a read is answered 503 with Retry-After at once
   SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
   SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
   SSO_CORS_ORIGINS          browser origins allowed to call the API
@@ -38,11 +42,13 @@ Environment:
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
 `
 
-// hooks let tests start the real service: learn the bound address (they listen on port 0)
-// and shorten the X-Min-Version wait. The zero value is production.
+// hooks let tests start the real service: learn the bound address (they listen on port 0),
+// shorten the X-Min-Version wait and see the reads it makes. The zero value is production.
 type hooks struct {
 	onListen       func(addr string)
 	minVersionWait time.Duration
+	// wrapDB, when set, wraps the DynamoDB client the queries use.
+	wrapDB func(queries.DB) queries.DB
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h hooks) error {
@@ -63,18 +69,22 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	if cfg.SecretKeySet {
+		log.Warn("SSO_SECRET_KEY is set but the query API never uses it: remove it from this process's environment")
+	}
 
 	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
 	if err != nil {
 		return err
 	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
-	cursorKey := cfg.CursorKey
-	if cursorKey == nil {
-		cursorKey = queries.DeriveCursorKey(cfg.SecretKey)
+	var db queries.DB = clients.DB
+	if h.wrapDB != nil {
+		db = h.wrapDB(db)
 	}
-	svc, err := queries.New(clients.DB, names, cursorKey,
-		queries.Options{MinVersionWait: h.minVersionWait})
+	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
+		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
+	})
 	if err != nil {
 		return err
 	}

@@ -29,10 +29,11 @@ func TestRun(t *testing.T) {
 		want string
 	}{
 		{"an unknown argument fails", []string{"serve"}, nil, "unknown argument"},
-		{"an unknown log level fails", nil, map[string]string{"SSO_LOG_LEVEL": "loud", "SSO_BOOTSTRAP_TOKEN": "x", "SSO_SECRET_KEY": key32}, "SSO_LOG_LEVEL"},
-		{"no way to authenticate fails", nil, map[string]string{"SSO_SECRET_KEY": key32}, "SSO_BOOTSTRAP_TOKEN"},
-		{"a bad listen address fails", nil, map[string]string{"SSO_QUERY_ADDR": "nowhere", "SSO_BOOTSTRAP_TOKEN": "x", "SSO_SECRET_KEY": key32}, "SSO_QUERY_ADDR"},
+		{"an unknown log level fails", nil, map[string]string{"SSO_LOG_LEVEL": "loud", "SSO_BOOTSTRAP_TOKEN": "x", "SSO_CURSOR_KEY": key32}, "SSO_LOG_LEVEL"},
+		{"no way to authenticate fails", nil, map[string]string{"SSO_CURSOR_KEY": key32}, "SSO_BOOTSTRAP_TOKEN"},
+		{"a bad listen address fails", nil, map[string]string{"SSO_QUERY_ADDR": "nowhere", "SSO_BOOTSTRAP_TOKEN": "x", "SSO_CURSOR_KEY": key32}, "SSO_QUERY_ADDR"},
 		{"a KMS key without a cursor key fails, since cursors must verify everywhere", nil, map[string]string{"SSO_KMS_KEY_ID": "alias/x", "SSO_BOOTSTRAP_TOKEN": "x"}, "SSO_CURSOR_KEY"},
+		{"the key that opens passwords does not stand in for the cursor key", nil, map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "x"}, "SSO_CURSOR_KEY"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// key32 is a valid SSO_SECRET_KEY: 32 zero bytes.
+// key32 is a valid SSO_CURSOR_KEY: 32 zero bytes.
 const key32 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 
 func TestStopDrainsRequestsInFlight(t *testing.T) {

@@ -166,11 +166,14 @@ type service struct {
 var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR",
 	"keycloak-sync": "SSO_KEYCLOAK_SYNC_ADDR"}
 
+// cursorKey is the query API's SSO_CURSOR_KEY (its own key, not SSO_SECRET_KEY).
+const cursorKey = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+f4CBgoM="
+
 // command is a binary with the scenario's environment (and extra variables).
 func (e *env) command(name string, args []string, extra ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(e.b.binDir, name), args...)
 	cmd.Env = append(append(e.local.Env(),
-		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.b.key, "SSO_BOOTSTRAP_TOKEN="+benchToken,
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.b.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+benchToken,
 		"SSO_LOG_LEVEL=info", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd

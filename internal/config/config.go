@@ -90,9 +90,45 @@ func (r *reader) addr(name, def string) string {
 	return v
 }
 
+// key reads a base64 key of at least 32 bytes; nil when the variable is unset.
+func (r *reader) key(name string) []byte {
+	v := r.str(name, "")
+	if v == "" {
+		return nil
+	}
+	key, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(key) < 32 {
+		r.fail("%s: must be at least 32 bytes, base64-encoded", name)
+	}
+	return key
+}
+
+// positive reads a positive integer.
+func (r *reader) positive(name string, def int) int {
+	v := r.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		r.fail("%s: %q is not a positive integer", name, v)
+		return def
+	}
+	return n
+}
+
 func (r *reader) err() error { return errors.Join(r.errs...) }
 
-func (r *reader) common(needKey bool) Common {
+// keyUse says what a process does with SSO_SECRET_KEY / SSO_KMS_KEY_ID.
+type keyUse int
+
+const (
+	keyNotRead  keyUse = iota // never read: the process must not hold the key
+	keyOptional               // read when set
+	keyRequired               // one of them must be set
+)
+
+func (r *reader) common(use keyUse) Common {
 	c := Common{TablePrefix: r.str("SSO_TABLE_PREFIX", "mbcsso_dev")}
 	if !prefixRE.MatchString(c.TablePrefix) {
 		r.fail("SSO_TABLE_PREFIX: %q may hold only letters, digits, '_', '.', '-'", c.TablePrefix)
@@ -102,9 +138,12 @@ func (r *reader) common(needKey bool) Common {
 		r.fail("SSO_LOG_LEVEL: unknown level %q", r.str("SSO_LOG_LEVEL", ""))
 	}
 	c.LogLevel = lvl
-	c.KMSKeyID = r.str("SSO_KMS_KEY_ID", "")
 	c.DynamoEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB", "")
 	c.StreamsEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", c.DynamoEndpoint)
+	if use == keyNotRead {
+		return c
+	}
+	c.KMSKeyID = r.str("SSO_KMS_KEY_ID", "")
 	if k := r.str("SSO_SECRET_KEY", ""); k != "" {
 		key, err := base64.StdEncoding.DecodeString(k)
 		if err != nil || len(key) != 32 {
@@ -112,7 +151,7 @@ func (r *reader) common(needKey bool) Common {
 		}
 		c.SecretKey = key
 	}
-	if needKey && c.SecretKey == nil && c.KMSKeyID == "" {
+	if use == keyRequired && c.SecretKey == nil && c.KMSKeyID == "" {
 		r.fail("SSO_SECRET_KEY or SSO_KMS_KEY_ID is required")
 	}
 	return c
@@ -146,39 +185,55 @@ type CommandAPI struct {
 	Common
 	HTTP
 	HistoryRetention time.Duration
+	// IdempotencyKey keys the HMAC that fingerprints Idempotency-Key requests
+	// (SSO_IDEMPOTENCY_KEY, base64, at least 32 bytes); nil means "derive it from
+	// SecretKey". It is never stored, so the fingerprints kept in the database (whose
+	// bodies may hold passwords) cannot be brute-forced offline. Every instance must share
+	// it, so with only a KMS key configured it is required.
+	IdempotencyKey []byte
 }
 
 // LoadCommandAPI reads CommandAPI from env.
 func LoadCommandAPI(env Env) (CommandAPI, error) {
 	r := &reader{env: env}
-	c := CommandAPI{Common: r.common(true), HTTP: r.http("SSO_COMMAND_ADDR", "127.0.0.1:8080")}
+	c := CommandAPI{Common: r.common(keyRequired), HTTP: r.http("SSO_COMMAND_ADDR", "127.0.0.1:8080")}
 	c.HistoryRetention = r.duration("SSO_HISTORY_RETENTION", 0)
+	c.IdempotencyKey = r.key("SSO_IDEMPOTENCY_KEY")
+	if c.IdempotencyKey == nil && c.SecretKey == nil && c.KMSKeyID != "" {
+		r.fail("SSO_IDEMPOTENCY_KEY is required when only SSO_KMS_KEY_ID is set (request fingerprints must match on every instance)")
+	}
 	return c, r.err()
 }
 
-// QueryAPI is cmd/query-api's configuration.
+// QueryAPI is cmd/query-api's configuration. It never reads SSO_SECRET_KEY or
+// SSO_KMS_KEY_ID: the query API does not need the key that opens passwords and client
+// secrets, so it must not hold it.
 type QueryAPI struct {
 	Common
 	HTTP
-	// CursorKey signs pagination cursors (SSO_CURSOR_KEY, base64, at least 32 bytes); nil
-	// means "derive it from SecretKey". Every instance must share it, so with only a KMS
-	// key configured it is required.
+	// CursorKey signs pagination cursors (SSO_CURSOR_KEY, base64, at least 32 bytes).
+	// Every instance must share it.
 	CursorKey []byte
+	// SecretKeySet reports that SSO_SECRET_KEY is in the environment anyway, so that the
+	// process can warn that it should not be.
+	SecretKeySet bool
+	// MaxWaiters and MaxTenantWaiters cap the X-Min-Version reads waiting at once in the
+	// process (SSO_MIN_VERSION_WAITERS, default 512) and per tenant
+	// (SSO_MIN_VERSION_WAITERS_PER_TENANT, default 128); beyond them a read is answered
+	// 503 with Retry-After at once.
+	MaxWaiters, MaxTenantWaiters int
 }
 
 // LoadQueryAPI reads QueryAPI from env.
 func LoadQueryAPI(env Env) (QueryAPI, error) {
 	r := &reader{env: env}
-	c := QueryAPI{Common: r.common(true), HTTP: r.http("SSO_QUERY_ADDR", "127.0.0.1:8081")}
-	if k := r.str("SSO_CURSOR_KEY", ""); k != "" {
-		key, err := base64.StdEncoding.DecodeString(k)
-		if err != nil || len(key) < 32 {
-			r.fail("SSO_CURSOR_KEY: must be at least 32 bytes, base64-encoded")
-		}
-		c.CursorKey = key
-	} else if c.SecretKey == nil && c.KMSKeyID != "" {
-		r.fail("SSO_CURSOR_KEY is required when only SSO_KMS_KEY_ID is set (cursors must verify on every instance)")
+	c := QueryAPI{Common: r.common(keyNotRead), HTTP: r.http("SSO_QUERY_ADDR", "127.0.0.1:8081")}
+	if c.CursorKey = r.key("SSO_CURSOR_KEY"); c.CursorKey == nil {
+		r.fail("SSO_CURSOR_KEY is required (base64, at least 32 bytes; the query API's own key for signing cursors)")
 	}
+	_, c.SecretKeySet = env("SSO_SECRET_KEY")
+	c.MaxWaiters = r.positive("SSO_MIN_VERSION_WAITERS", 512)
+	c.MaxTenantWaiters = r.positive("SSO_MIN_VERSION_WAITERS_PER_TENANT", 128)
 	return c, r.err()
 }
 
@@ -199,7 +254,7 @@ type Projector struct {
 // LoadProjector reads Projector from env.
 func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
-	c := Projector{Common: r.common(false), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082")}
+	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082")}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
 	c.LeaseDuration, c.PollInterval = r.stream()
 	return c, r.err()
@@ -233,7 +288,7 @@ type KeycloakSync struct {
 // LoadKeycloakSync reads KeycloakSync from env.
 func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 	r := &reader{env: env}
-	c := KeycloakSync{Common: r.common(true), Addr: r.addr("SSO_KEYCLOAK_SYNC_ADDR", "127.0.0.1:8083")}
+	c := KeycloakSync{Common: r.common(keyRequired), Addr: r.addr("SSO_KEYCLOAK_SYNC_ADDR", "127.0.0.1:8083")}
 	c.ReconcileInterval = r.duration("SSO_RECONCILE_INTERVAL", 15*time.Minute)
 	if c.ReconcileInterval < time.Second {
 		r.fail("SSO_RECONCILE_INTERVAL: must be at least 1s")

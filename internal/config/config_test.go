@@ -20,10 +20,22 @@ func TestLoad(t *testing.T) {
 		{"every problem is reported at once", map[string]string{"SSO_LOG_LEVEL": "loud", "SSO_COMMAND_ADDR": "nowhere", "SSO_SECRET_KEY": "short"},
 			func(e Env) error { _, err := LoadCommandAPI(e); return err },
 			[]string{"SSO_LOG_LEVEL", "SSO_COMMAND_ADDR", "SSO_SECRET_KEY", "SSO_BOOTSTRAP_TOKEN"}},
-		{"an issuer needs an audience", map[string]string{"SSO_SECRET_KEY": key32, "SSO_OIDC_ISSUER": "http://x"},
+		{"an issuer needs an audience", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_OIDC_ISSUER": "http://x"},
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_OIDC_AUDIENCE"}},
 		{"the query API needs a cursor key when only KMS is configured", map[string]string{"SSO_KMS_KEY_ID": "k", "SSO_BOOTSTRAP_TOKEN": "t"},
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CURSOR_KEY"}},
+		{"the query API needs its own cursor key even with the secret key there", map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CURSOR_KEY"}},
+		{"the query API starts with a cursor key and no secret key", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, nil},
+		{"a short cursor key is refused", map[string]string{"SSO_CURSOR_KEY": "c2hvcnQ=", "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CURSOR_KEY"}},
+		{"waiter caps must be positive integers", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_MIN_VERSION_WAITERS": "0", "SSO_MIN_VERSION_WAITERS_PER_TENANT": "many"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_MIN_VERSION_WAITERS:", "SSO_MIN_VERSION_WAITERS_PER_TENANT"}},
+		{"the command API needs an idempotency key when only KMS is configured", map[string]string{"SSO_KMS_KEY_ID": "k", "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadCommandAPI(e); return err }, []string{"SSO_IDEMPOTENCY_KEY"}},
+		{"the command API starts with KMS and an idempotency key", map[string]string{"SSO_KMS_KEY_ID": "k", "SSO_IDEMPOTENCY_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t"},
+			func(e Env) error { _, err := LoadCommandAPI(e); return err }, nil},
 		{"a bad retention is refused", map[string]string{"SSO_ACTIVITY_RETENTION": "ninety days"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_ACTIVITY_RETENTION"}},
 		{"the delete share must be a fraction", map[string]string{"SSO_SECRET_KEY": key32, "SSO_RECONCILE_MAX_DELETE_SHARE": "2"},
@@ -62,7 +74,25 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != "127.0.0.1:8080" || c.HistoryRetention != 0 || len(c.CORSOrigins) != 2 || c.CORSOrigins[1] != "https://b" {
+	if c.Addr != "127.0.0.1:8080" || c.HistoryRetention != 0 || len(c.CORSOrigins) != 2 || c.CORSOrigins[1] != "https://b" || c.IdempotencyKey != nil {
 		t.Errorf("command API defaults: %+v", c)
+	}
+}
+
+func TestQueryAPINeverReadsTheSecretKey(t *testing.T) {
+	q, err := LoadQueryAPI(Map(map[string]string{
+		"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_SECRET_KEY": key32, "SSO_KMS_KEY_ID": "k",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.SecretKey != nil || q.KMSKeyID != "" {
+		t.Errorf("the query API's configuration holds the key that opens passwords: %+v", q.Common)
+	}
+	if !q.SecretKeySet {
+		t.Error("SecretKeySet is false with SSO_SECRET_KEY set, so the process cannot warn about it")
+	}
+	if q.MaxWaiters != 512 || q.MaxTenantWaiters != 128 {
+		t.Errorf("waiter caps %d/%d, want the defaults 512/128", q.MaxWaiters, q.MaxTenantWaiters)
 	}
 }

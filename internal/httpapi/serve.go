@@ -37,7 +37,7 @@ type Limits struct {
 // DefaultLimits are every ssodir listener's limits. 32 KiB of headers leaves room for a
 // large JWT (Keycloak tokens with many roles reach a few KiB).
 var DefaultLimits = Limits{
-	ReadHeaderTimeout: 5 * time.Second,
+	ReadHeaderTimeout: 10 * time.Second,
 	ReadTimeout:       30 * time.Second,
 	WriteTimeout:      30 * time.Second,
 	IdleTimeout:       2 * time.Minute,

@@ -14,19 +14,6 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 )
 
-// cursorKeyLabel separates the cursor key from every other use of the secret it is derived
-// from.
-const cursorKeyLabel = "ssodir query-api cursor signing key v1"
-
-// DeriveCursorKey derives the key that signs cursors from a secret, so the secret itself is
-// never used for two purposes. Every query-api instance with the same secret accepts the
-// others' cursors.
-func DeriveCursorKey(secret []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(cursorKeyLabel))
-	return m.Sum(nil)
-}
-
 const (
 	cursorVersion = 1
 	// maxCursorLen bounds the work spent on a cursor before its signature is checked. Real

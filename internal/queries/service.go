@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,9 @@ const (
 type Options struct {
 	// MinVersionWait bounds X-Min-Version waits; 0 means DefaultMinVersionWait.
 	MinVersionWait time.Duration
+	// MaxWaiters and MaxTenantWaiters cap the X-Min-Version reads waiting at once, in the
+	// process and per tenant; 0 means DefaultMaxWaiters / DefaultMaxTenantWaiters.
+	MaxWaiters, MaxTenantWaiters int
 	// TenantTTL is how long a tenant row is cached; 0 means DefaultTenantTTL, and it is
 	// never more than MaxTenantTTL.
 	TenantTTL time.Duration
@@ -48,10 +52,11 @@ type Service struct {
 	tenants *tenantCache
 	cursors cursors
 	minWait time.Duration
+	watches *watches
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
-// (see DeriveCursorKey); it must be at least 32 bytes.
+// (SSO_CURSOR_KEY, the query API's own key); it must be at least 32 bytes.
 func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, error) {
 	if len(cursorKey) < 32 {
 		return nil, errors.New("queries: the cursor key must be at least 32 bytes")
@@ -60,12 +65,16 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 	if wait <= 0 {
 		wait = DefaultMinVersionWait
 	}
-	return &Service{
+	s := &Service{
 		db:      db,
 		tenants: newTenantCache(db, names.Config(), opts.TenantTTL),
 		cursors: cursors{key: append([]byte(nil), cursorKey...)},
 		minWait: wait,
-	}, nil
+	}
+	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
+		return s.observe(ctx, k, true)
+	})
+	return s, nil
 }
 
 // Tenant is a tenant's public settings.
@@ -86,13 +95,11 @@ func (s *Service) User(ctx context.Context, system, tenant, username string, min
 	if !ok {
 		return objects.User{}, apperr.NotFound("user")
 	}
-	var item projections.UserView
-	err := s.read(ctx, system, tenant, "user", minVersion, func(ctx context.Context, t tables, consistent bool) (int64, bool, error) {
-		var found bool
-		var err error
-		item, found, err = s.getUser(ctx, t, u, consistent)
-		return item.Version, found, err
-	})
+	raw, err := s.read(ctx, watchKey{system, tenant, dynamo.UserID(u)}, "user", minVersion)
+	if err != nil {
+		return objects.User{}, err
+	}
+	item, err := projections.DecodeUser(raw)
 	if err != nil {
 		return objects.User{}, err
 	}
@@ -108,14 +115,11 @@ func (s *Service) Group(ctx context.Context, system, tenant, name string, minVer
 	if !ValidGroupName(name) {
 		return objects.Group{}, apperr.NotFound("group")
 	}
-	key := GroupKey(name)
-	var item projections.GroupView
-	err := s.read(ctx, system, tenant, "group", minVersion, func(ctx context.Context, t tables, consistent bool) (int64, bool, error) {
-		var found bool
-		var err error
-		item, found, err = s.getGroup(ctx, t, key, consistent)
-		return item.Version, found, err
-	})
+	raw, err := s.read(ctx, watchKey{system, tenant, dynamo.GroupID(GroupKey(name))}, "group", minVersion)
+	if err != nil {
+		return objects.Group{}, err
+	}
+	item, err := projections.DecodeGroup(raw)
 	if err != nil {
 		return objects.Group{}, err
 	}
@@ -125,58 +129,55 @@ func (s *Service) Group(ctx context.Context, system, tenant, name string, minVer
 	return groupJSON(item), nil
 }
 
-// getter reads one view item: its version and whether it exists (a tombstone exists).
-type getter func(ctx context.Context, t tables, consistent bool) (version int64, found bool, err error)
-
-// read runs get once, or, with minVersion > 0, polls it with strongly consistent reads until
-// the item reaches minVersion or the wait is over. A tombstone at or above minVersion ends
-// the wait too (the caller answers 404).
-func (s *Service) read(ctx context.Context, system, tenant, what string, minVersion int64, get getter) error {
+// read is the view item k. With minVersion > 0 it waits on the item's shared watch until
+// the item reaches minVersion or the wait is over. A tombstone at or above minVersion
+// ends the wait too (the caller answers 404).
+func (s *Service) read(ctx context.Context, k watchKey, what string, minVersion int64) (map[string]types.AttributeValue, error) {
 	if minVersion <= 0 {
-		t, err := s.tables(ctx, system, tenant)
-		if err != nil {
-			return err
+		obs := s.observe(ctx, k, false)
+		if obs.err != nil {
+			return nil, obs.err
 		}
-		_, found, err := get(ctx, t, false)
-		if err != nil {
-			return s.fail(t, err)
+		if obs.raw == nil {
+			return nil, apperr.NotFound(what)
 		}
-		if !found {
-			return apperr.NotFound(what)
-		}
-		return nil
+		return obs.raw, nil
 	}
-	deadline := time.Now().Add(s.minWait)
-	delay := pollStep
-	for polls := 1; ; polls++ {
-		t, err := s.tables(ctx, system, tenant)
-		if err != nil {
-			return err
-		}
-		v, found, err := get(ctx, t, true)
-		if err != nil {
-			return s.fail(t, err)
-		}
-		if found && v >= minVersion {
-			return nil
-		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return &apperr.Error{Kind: apperr.KindUnavailable, Code: apperr.CodeUnavailable,
-				Message:    fmt.Sprintf("the %s has not reached version %d yet, retry later", what, minVersion),
-				RetryAfter: minVersionRetryAfter}
-		}
-		timer := time.NewTimer(min(delay, remaining))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return apperr.Unavailable(ctx.Err(), minVersionRetryAfter)
-		case <-timer.C:
-		}
-		if polls >= fastPolls {
-			delay = min(2*delay, maxPoll)
-		}
+	// An unknown tenant, or one still provisioning, is answered at once, not after the wait.
+	if _, err := s.tables(ctx, k.system, k.tenant); err != nil {
+		return nil, err
 	}
+	obs, err := s.watches.wait(ctx, k, minVersion, s.minWait, what)
+	if err != nil {
+		return nil, err
+	}
+	return obs.raw, nil
+}
+
+// observe reads the view item k once; its version is read only for a consistent read (a
+// wait's).
+func (s *Service) observe(ctx context.Context, k watchKey, consistent bool) observation {
+	t, err := s.tables(ctx, k.system, k.tenant)
+	if err != nil {
+		return observation{err: err}
+	}
+	raw, err := s.getItem(ctx, t.users, k.id, consistent)
+	if err != nil {
+		return observation{err: s.fail(t, err)}
+	}
+	obs := observation{raw: raw}
+	if raw != nil && consistent {
+		n, ok := raw["version"].(*types.AttributeValueMemberN)
+		if !ok {
+			return observation{err: fmt.Errorf("view item %s has no numeric version", k.id)}
+		}
+		v, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return observation{err: fmt.Errorf("decode the version of %s: %w", k.id, err)}
+		}
+		obs.version = v
+	}
+	return obs
 }
 
 // tables resolves a tenant's read tables; an id that cannot exist is an unknown tenant.

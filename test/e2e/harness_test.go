@@ -85,9 +85,12 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, prefix: dynamotest.UniqueName("e2e"), key: base64.StdEncoding.EncodeToString(key), db: local.DynamoDB()}
 }
 
+// cursorKey is the query API's SSO_CURSOR_KEY (its own key, not SSO_SECRET_KEY).
+const cursorKey = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+f4CBgoM="
+
 func (e *env) vars(extra ...string) []string {
 	return append(append(local.Env(),
-		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_BOOTSTRAP_TOKEN="+token,
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+token,
 		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
 }
 
