@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/commandapi"
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
@@ -33,6 +34,11 @@ Environment:
   SSO_TABLE_PREFIX          table prefix (default mbcsso_dev)
   SSO_SECRET_KEY            base64 32-byte key for passwords and client secrets, or
   SSO_KMS_KEY_ID            an AWS KMS key id for envelope encryption
+  SSO_IDEMPOTENCY_KEY       base64 key of at least 32 bytes for the HMAC that fingerprints
+                            Idempotency-Key requests (default: derived from SSO_SECRET_KEY
+                            with HKDF; required with SSO_KMS_KEY_ID alone). It is never
+                            stored, so a fingerprint kept in the database cannot be
+                            brute-forced back to the password in a request body.
   SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
   SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
   SSO_HISTORY_RETENTION     TTL of config#<version> records (default 0: keep)
@@ -97,6 +103,16 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	if err != nil {
 		return nil, err
 	}
+	fingerprintKey := cfg.IdempotencyKey
+	if fingerprintKey == nil {
+		if fingerprintKey, err = commands.DeriveFingerprintKey(cfg.SecretKey); err != nil {
+			return nil, err
+		}
+	}
+	fingerprints, err := commands.NewFingerprinter(fingerprintKey)
+	if err != nil {
+		return nil, err
+	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names)
@@ -114,11 +130,12 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
 	commandapi.Register(e, commandapi.Deps{
-		Auth:    authn,
-		Store:   dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention),
-		Tenants: dynamo.NewTenantStore(clients.DB, names),
-		Secrets: box,
-		Clock:   time.Now,
+		Auth:         authn,
+		Store:        dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention),
+		Tenants:      dynamo.NewTenantStore(clients.DB, names),
+		Secrets:      box,
+		Clock:        time.Now,
+		Fingerprints: fingerprints,
 	})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)

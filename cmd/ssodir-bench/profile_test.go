@@ -19,6 +19,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/commandapi"
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/events"
@@ -88,8 +89,12 @@ func registerCommandAPI(tb testing.TB, e *echo.Echo, env *env, authn *auth.Authe
 	if err != nil {
 		tb.Fatal(err)
 	}
+	fingerprints, err := commands.NewFingerprinter(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	commandapi.Register(e, commandapi.Deps{Auth: authn, Store: dynamo.NewCommandStore(env.db, env.names, events.NewRegistry(), 0),
-		Tenants: dynamo.NewTenantStore(env.db, env.names), Secrets: box, Clock: time.Now})
+		Tenants: dynamo.NewTenantStore(env.db, env.names), Secrets: box, Clock: time.Now, Fingerprints: fingerprints})
 }
 
 // BenchmarkCommandAPICreate is POST /users at concurrency 8 (the bench's c=8).

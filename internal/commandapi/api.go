@@ -6,8 +6,6 @@ package commandapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -40,11 +38,14 @@ type Deps struct {
 	Tenants commands.TenantStore
 	Secrets commands.SecretBox
 	Clock   commands.Clock
+	// Fingerprints keys the fingerprints of Idempotency-Key requests.
+	Fingerprints *commands.Fingerprinter
 }
 
 type api struct {
-	store   Store
-	tenants commands.TenantStore
+	store        Store
+	tenants      commands.TenantStore
+	fingerprints *commands.Fingerprinter
 
 	createUser     commands.CreateUserHandler
 	updateUser     commands.UpdateUserHandler
@@ -60,11 +61,15 @@ type api struct {
 	updateKeycloak commands.UpdateKeycloakHandler
 }
 
-// Register adds the command API's routes to e.
+// Register adds the command API's routes to e. Every dependency is required.
 func Register(e *echo.Echo, d Deps) {
+	if d.Fingerprints == nil {
+		// Without a key, fingerprints of password-bearing bodies could be brute-forced.
+		panic("commandapi: Deps.Fingerprints is required")
+	}
 	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString}
 	a := &api{
-		store: d.Store, tenants: d.Tenants,
+		store: d.Store, tenants: d.Tenants, fingerprints: d.Fingerprints,
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
 		updateUser:     commands.NewUpdateUserHandler(cd),
 		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
@@ -110,12 +115,13 @@ type outcome struct {
 
 // request is one write request's parsed envelope.
 type request struct {
-	c        echo.Context
-	tenant   commands.Tenant
-	meta     commands.Meta
-	status   int
-	location string
-	raw      []byte
+	c            echo.Context
+	fingerprints *commands.Fingerprinter
+	tenant       commands.Tenant
+	meta         commands.Meta
+	status       int
+	location     string
+	raw          []byte
 }
 
 // begin reads the headers and the raw body every write shares.
@@ -129,7 +135,7 @@ func (a *api) begin(c echo.Context, status int) (*request, error) {
 		return nil, err
 	}
 	p := httpapi.PrincipalFrom(c)
-	r := &request{c: c, tenant: t, status: status, raw: raw}
+	r := &request{c: c, fingerprints: a.fingerprints, tenant: t, status: status, raw: raw}
 	r.meta = commands.Meta{Actor: p.Subject, CommandID: uuid.NewString(), CorrelationID: correlationID(c)}
 	if r.meta.IfMatch, err = parseIfMatch(c.Request().Header.Get("If-Match")); err != nil {
 		return nil, err
@@ -143,14 +149,11 @@ func (r *request) withIdempotency(system, tenant string) error {
 	if !ok || err != nil {
 		return err
 	}
-	h := sha256.New()
-	h.Write([]byte(r.c.Request().Method + "\n" + r.c.Request().URL.EscapedPath() + "\n"))
-	h.Write(r.raw)
 	r.meta.Idempotency = &commands.Idempotency{
-		Key:         system + "/" + tenant + "/" + r.meta.Actor + "/" + key,
-		RequestHash: hex.EncodeToString(h.Sum(nil)),
-		Status:      r.status,
-		Location:    r.location,
+		Key:      system + "/" + tenant + "/" + r.meta.Actor + "/" + key,
+		Request:  r.fingerprints.Fingerprint(r.c.Request().Method, r.c.Request().URL.EscapedPath(), r.raw),
+		Status:   r.status,
+		Location: r.location,
 	}
 	return nil
 }
@@ -191,7 +194,7 @@ func (a *api) run(r *request, exec func(ctx context.Context) (outcome, error)) e
 			return err
 		}
 		if rec != nil {
-			if rec.RequestHash != idem.RequestHash {
+			if !idem.Request.Matches(rec.RequestHash) {
 				return apperr.IdempotencyKeyReused()
 			}
 			return a.replay(r, *rec)
@@ -220,7 +223,7 @@ func (a *api) lostToSameKey(r *request, err error) error {
 	if lookupErr != nil || rec == nil {
 		return err
 	}
-	if rec.RequestHash != idem.RequestHash {
+	if !idem.Request.Matches(rec.RequestHash) {
 		return apperr.IdempotencyKeyReused()
 	}
 	return a.replay(r, *rec)

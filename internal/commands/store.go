@@ -20,10 +20,11 @@ type Tenant struct {
 // Idempotency is a client's Idempotency-Key for one request, already scoped to the tenant
 // and the caller, with what the response to a first execution is.
 type Idempotency struct {
-	Key         string
-	RequestHash string
-	Status      int
-	Location    string
+	Key string
+	// Request is the request's fingerprint (see Fingerprinter).
+	Request  RequestFingerprint
+	Status   int
+	Location string
 }
 
 // Meta is who sent a command, and how.
@@ -146,6 +147,8 @@ func (e *ReplayError) Error() string { return "idempotent replay" }
 
 // IdempotencyRecord is what a first execution recorded under a key.
 type IdempotencyRecord struct {
+	// RequestHash is the fingerprint the first request recorded; compare it with
+	// RequestFingerprint.Matches.
 	RequestHash string
 	Status      int
 	Location    string

@@ -314,7 +314,7 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	}
 	if c.Idempotency != nil {
 		rec := commands.IdempotencyRecord{
-			RequestHash: c.Idempotency.RequestHash, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
+			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
 			Kind: c.Event.Kind, Key: c.Event.Key, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
 		}
 		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})

@@ -83,7 +83,7 @@ func (s *CommandStore) replayOrReused(ctx context.Context, idem commands.Idempot
 		// Expired between the write and this read: let the command be decided again.
 		return commands.ErrVersionConflict
 	}
-	if rec.RequestHash != idem.RequestHash {
+	if !idem.Request.Matches(rec.RequestHash) {
 		return apperr.IdempotencyKeyReused()
 	}
 	return &commands.ReplayError{Record: *rec}
@@ -92,7 +92,7 @@ func (s *CommandStore) replayOrReused(ctx context.Context, idem commands.Idempot
 // RecordNoop records an idempotent request that changed nothing.
 func (s *CommandStore) RecordNoop(ctx context.Context, t commands.Tenant, idem commands.Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error {
 	rec := commands.IdempotencyRecord{
-		RequestHash: idem.RequestHash, Status: idem.Status, Location: idem.Location,
+		RequestHash: idem.Request.Stored, Status: idem.Status, Location: idem.Location,
 		Kind: kind, Key: key, Version: version, CommandID: commandID, CreatedAt: s.now(),
 	}
 	put := s.idempotencyPut(idem.Key, rec)
