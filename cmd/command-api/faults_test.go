@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +35,7 @@ const (
 	drop                // close the connection without an answer
 	hold                // wait until released, then pass
 	throttleLater       // pass the first request, then throttle
+	loseAnswer          // pass the request on, then close the connection instead of answering, once
 )
 
 // DynamoDB operations, as named by the X-Amz-Target header.
@@ -51,6 +55,8 @@ type faultProxy struct {
 	faults map[string]fault
 	hits   map[string]int
 	passed map[string]bool // throttleLater let its one request through
+	// tokens are the ClientRequestTokens of the transactions that reached the proxy.
+	tokens []string
 	// held receives a signal when a request is held; release lets held requests go on.
 	held    chan struct{}
 	release chan struct{}
@@ -92,10 +98,22 @@ func (p *faultProxy) hitCount(op string) int {
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := r.Header.Get("X-Amz-Target")
+	if op == opTransactWrite {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var in struct{ ClientRequestToken string }
+		_ = json.Unmarshal(body, &in)
+		p.mu.Lock()
+		p.tokens = append(p.tokens, in.ClientRequestToken)
+		p.mu.Unlock()
+	}
 	p.mu.Lock()
 	f := p.faults[op]
 	if f != pass {
 		p.hits[op]++
+	}
+	if f == loseAnswer {
+		delete(p.faults, op)
 	}
 	if f == throttleLater {
 		f = throttle
@@ -120,8 +138,22 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case hold:
 		p.held <- struct{}{}
 		<-p.release
+	case loseAnswer:
+		// DynamoDB does the work; the answer is lost on the way back.
+		p.rp.ServeHTTP(httptest.NewRecorder(), r)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		return
 	}
 	p.rp.ServeHTTP(w, r)
+}
+
+func (p *faultProxy) transactionTokens() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.tokens...)
 }
 
 // snapshot is every item of a table, keyed by id and sk, for before/after comparisons.
@@ -259,6 +291,10 @@ func TestDynamoDBFaults(t *testing.T) {
 		if p.hitCount(opTransactWrite) < hits+2 || memberships() != 2 {
 			t.Fatalf("the clean-up was not interrupted: %d memberships left", memberships())
 		}
+		if logs := a.logs.String(); !strings.Contains(logs, "the clean-up after a delete did not finish") ||
+			!strings.Contains(logs, `"aggregate":"user#many"`) || !strings.Contains(logs, "ThrottlingException") {
+			t.Errorf("the interrupted clean-up was not logged with its aggregate and error:\n%s", logs)
+		}
 		a.do(t, "DELETE", base+"/groups/m48/members/many", nil).wantProblem(t, http.StatusNotFound, "not_found")
 		wantWrite(t, a.do(t, "POST", base+"/users", map[string]any{"username": "many"}), http.StatusCreated, 3)
 		if n := memberships(); n != 0 {
@@ -282,6 +318,51 @@ func TestDynamoDBFaults(t *testing.T) {
 		wantUnavailable(t, a.do(t, "POST", base+"/users", map[string]any{"username": "nobody"}))
 		wantUnavailable(t, a.do(t, "POST", "/v1/systems/acme/tenants", map[string]any{"tenant_id": "unreachable"}))
 	})
+}
+
+// TestLostTransactionAnswer: DynamoDB applies a transaction but its answer is lost on the
+// way back. The SDK retries it with the same ClientRequestToken, DynamoDB answers the
+// retry without applying it again, and the client gets one answer for one effect.
+func TestLostTransactionAnswer(t *testing.T) {
+	t.Parallel()
+	p := newFaultProxy(t)
+	env := testEnv(t)
+	env["AWS_ENDPOINT_URL_DYNAMODB"] = p.srv.URL
+	a := startApp(t, env)
+	base := a.newTenant(t)
+
+	for _, w := range []struct {
+		name, method, path string
+		body               any
+		status             int
+		version            int64
+	}{
+		{"create user", "POST", "/users", map[string]any{"username": "lost", "email": "lost@example.com", "password": "a password!"}, http.StatusCreated, 1},
+		{"patch user", "PATCH", "/users/lost", map[string]any{"first_name": "Lo"}, http.StatusOK, 2},
+		{"create group", "POST", "/groups", map[string]any{"name": "lostgroup"}, http.StatusCreated, 1},
+		{"add member", "PUT", "/groups/lostgroup/members/lost", nil, http.StatusNoContent, 2},
+	} {
+		t.Run(w.name+": answered once, applied once", func(t *testing.T) {
+			records := historyCount(t, a, base)
+			tokens := len(p.transactionTokens())
+			p.set(opTransactWrite, loseAnswer)
+			r := a.do(t, w.method, base+w.path, w.body)
+			p.clear()
+			wantWrite(t, r, w.status, w.version)
+			sent := p.transactionTokens()[tokens:]
+			if len(sent) < 2 {
+				t.Fatalf("%d transaction attempts, want the lost one and its retry", len(sent))
+			}
+			for _, tok := range sent[1:] {
+				if tok == "" || tok != sent[0] {
+					t.Errorf("attempts carried the tokens %q, want one token for all", sent)
+				}
+			}
+			if n := historyCount(t, a, base); n != records+1 {
+				t.Errorf("%d history records written, want 1", n-records)
+			}
+		})
+	}
 }
 
 // TestGracefulShutdown cancels run's context while a request is in flight: the request

@@ -136,6 +136,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		Secrets:      box,
 		Clock:        time.Now,
 		Fingerprints: fingerprints,
+		Log:          log.Named("commands"),
 	})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/auth"
@@ -40,6 +41,8 @@ type Deps struct {
 	Clock   commands.Clock
 	// Fingerprints keys the fingerprints of Idempotency-Key requests.
 	Fingerprints *commands.Fingerprinter
+	// Log receives what a command handler cannot return (nil: nothing).
+	Log *zap.Logger
 }
 
 type api struct {
@@ -67,7 +70,7 @@ func Register(e *echo.Echo, d Deps) {
 		// Without a key, fingerprints of password-bearing bodies could be brute-forced.
 		panic("commandapi: Deps.Fingerprints is required")
 	}
-	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString}
+	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
 	a := &api{
 		store: d.Store, tenants: d.Tenants, fingerprints: d.Fingerprints,
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
 )
@@ -28,9 +30,27 @@ type Deps struct {
 	Store Store
 	Now   Clock
 	NewID IDs
+	// Log receives what a handler cannot return: the failure of work done after its
+	// command was recorded. nil logs nothing.
+	Log *zap.Logger
 }
 
 func (d Deps) now() time.Time { return d.Now().UTC().Truncate(time.Millisecond) }
+
+func (d Deps) log() *zap.Logger {
+	if d.Log == nil {
+		return zap.NewNop()
+	}
+	return d.Log
+}
+
+// cleanupFailed logs a delete's clean-up that did not finish: the delete is answered as
+// done, and the next create of the name finishes the clean-up.
+func (d Deps) cleanupFailed(t Tenant, kind events.AggregateKind, key string, version int64, left int, err error) {
+	d.log().Warn("the clean-up after a delete did not finish; the next create of the name finishes it",
+		zap.String("tenant", t.System+"/"+t.ID), zap.String("aggregate", string(kind)+"#"+key),
+		zap.Int64("version", version), zap.Int("memberships_left", left), zap.Error(err))
+}
 
 // checkIfMatch enforces a client's If-Match against the aggregate's current version.
 func checkIfMatch(m Meta, current int64) error {

@@ -61,7 +61,9 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 		// here would tell the client that nothing was written. Memberships this clean-up
 		// cannot remove stay under the tombstone's cleanup mark, and the next create of the
 		// name removes them first, as after a crash.
-		_ = h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindGroup, Key: tomb.Key, Version: tomb.Version, Members: leftover})
+		if err := h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindGroup, Key: tomb.Key, Version: tomb.Version, Members: leftover}); err != nil {
+			h.deps.cleanupFailed(t, events.KindGroup, tomb.Key, tomb.Version, len(leftover), err)
+		}
 	}
 	return tomb.Version, nil
 }

@@ -68,8 +68,10 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 		// here would tell the client that nothing was written. Memberships this clean-up
 		// cannot remove stay under the tombstone's cleanup mark, and the next create of the
 		// name removes them first, as after a crash.
-		_ = h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindUser, Key: tomb.Username, Version: tomb.Version,
-			MembershipRev: tomb.DeletedMembershipRev, Members: leftover})
+		if err := h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindUser, Key: tomb.Username, Version: tomb.Version,
+			MembershipRev: tomb.DeletedMembershipRev, Members: leftover}); err != nil {
+			h.deps.cleanupFailed(t, events.KindUser, tomb.Username, tomb.Version, len(leftover), err)
+		}
 	}
 	return tomb.Version, nil
 }
