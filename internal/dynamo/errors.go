@@ -3,10 +3,9 @@ package dynamo
 import (
 	"context"
 	"errors"
-	"net"
-	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -33,36 +32,34 @@ func translate(err error) error {
 	return err
 }
 
+// The SDK's own checks, the ones its retryer uses: a service answer is judged by its error
+// code (throttling and timeout codes) or HTTP status (500, 502, 503, 504); any other
+// failure by whether it is a connection that failed or dropped.
+var (
+	sdkThrottle       = retry.IsErrorThrottles(retry.DefaultThrottles)
+	sdkRetryableCode  = retry.RetryableErrorCode{Codes: retry.DefaultRetryableErrorCodes}
+	sdkRetryableHTTP  = retry.RetryableHTTPStatusCode{Codes: retry.DefaultRetryableHTTPStatusCodes}
+	sdkRetryableConns = retry.IsErrorRetryables(retry.DefaultRetryables)
+)
+
 func isUnavailable(err error) bool {
-	var (
-		pte  *types.ProvisionedThroughputExceededException
-		rle  *types.RequestLimitExceeded
-		ise  *types.InternalServerError
-		tce  *types.TransactionConflictException
-		tipe *types.TransactionInProgressException
-		mae  *retry.MaxAttemptsError
-		ne   net.Error
-		oe   *net.OpError
-	)
-	switch {
-	case errors.As(err, &pte), errors.As(err, &rle), errors.As(err, &ise), errors.As(err, &tce),
-		errors.As(err, &tipe), errors.As(err, &ne), errors.As(err, &oe):
-		return true
-	case errors.Is(err, context.DeadlineExceeded):
-		return true
-	case errors.As(err, &mae):
+	var mae *retry.MaxAttemptsError
+	if errors.As(err, &mae) || errors.Is(err, context.DeadlineExceeded) {
+		// The SDK retried and gave up, or ran out of time: a passing fault.
 		return true
 	}
+	// A service's answer is judged by its code and status, never by words in its message.
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
-		case "ThrottlingException", "ServiceUnavailable", "LimitExceededException", "RequestLimitExceeded":
+		case "InternalServerError", "ServiceUnavailable", "TransactionConflictException":
 			return true
 		}
+		return sdkThrottle.IsErrorThrottle(err) == aws.TrueTernary ||
+			sdkRetryableCode.IsErrorRetryable(err) == aws.TrueTernary ||
+			sdkRetryableHTTP.IsErrorRetryable(err) == aws.TrueTernary
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
-		strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "EOF")
+	return sdkRetryableConns.IsErrorRetryable(err) == aws.TrueTernary
 }
 
 // ErrTableMissing marks an error caused by a table that does not exist (yet, or any more).

@@ -3,8 +3,9 @@ package streams
 import (
 	"context"
 	"errors"
-	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
@@ -38,23 +39,22 @@ func isResourceInUse(err error) bool {
 	return errors.As(err, &riu) || apiCode(err) == "ResourceInUseException"
 }
 
-// readErrorKind classifies a failed Streams call for the retry metric and log level.
-// Everything but expiry, trimming and a missing resource is retried with backoff on the
-// same iterator; the kinds only say why.
+// readErrorKind classifies a failed Streams call for the retry metric and log level, with
+// the SDK's own checks (the ones its retryer uses). Everything but expiry, trimming and a
+// missing resource is retried with backoff on the same iterator; the kinds only say why.
 func readErrorKind(err error) string {
-	switch code := apiCode(err); code {
-	case "LimitExceededException", "ProvisionedThroughputExceededException",
-		"ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException":
+	switch {
+	case retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary:
 		return "throttled"
-	case "InternalServerError", "InternalFailure", "ServiceUnavailable":
+	case apiCode(err) == "InternalServerError" || apiCode(err) == "InternalFailure" || apiCode(err) == "ServiceUnavailable":
 		return "server"
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
-	}
+	case apiCode(err) != "":
+		// Another answer of the service: its message is not a connection's state.
+		return "other"
 	// DynamoDB Local drops connections on larger responses (see DYNAMODB-LOCAL.md).
-	if strings.Contains(err.Error(), "use of closed network connection") ||
-		strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF") {
+	case retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary:
 		return "connection"
 	}
 	return "other"
