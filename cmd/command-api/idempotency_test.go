@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ssodir/ssodir/internal/auth/authtest"
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 )
 
@@ -156,4 +162,45 @@ func TestIdempotencyKeyAcrossRestart(t *testing.T) {
 	if n := historyCount(t, second, base); n != 3 {
 		t.Errorf("%d records, want the 3 of the first run", n)
 	}
+}
+
+// TestIdempotencyReplayAfterHistoryExpired: with SSO_HISTORY_RETENTION set, the history
+// record a replay is rebuilt from may expire before its key does. The same request still
+// gets its first answer; another request with the key gets 422, never 409.
+func TestIdempotencyReplayAfterHistoryExpired(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	env["SSO_HISTORY_RETENTION"] = "1h"
+	a := startApp(t, env)
+	base := a.newTenant(t)
+	a.do(t, "POST", base+"/users", map[string]any{"username": "hist"}).want(t, http.StatusCreated)
+	expire := func(t *testing.T, version int64) {
+		t.Helper()
+		_, err := a.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+			TableName: aws.String(a.commandsTable(base)),
+			Key: map[string]types.AttributeValue{
+				"id": &types.AttributeValueMemberS{Value: dynamo.AggregateID(events.KindUser, "hist")},
+				"sk": &types.AttributeValueMemberS{Value: dynamo.HistorySK(version)},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("a change whose record expired is answered as the first time", func(t *testing.T) {
+		first := a.do(t, "PATCH", base+"/users/hist", map[string]any{"first_name": "Ann"}, "Idempotency-Key", "expired-change").want(t, http.StatusOK)
+		a.do(t, "PATCH", base+"/users/hist", map[string]any{"first_name": "Bea"}).want(t, http.StatusOK)
+		expire(t, first.etag())
+		sameAnswer(t, first, a.do(t, "PATCH", base+"/users/hist", map[string]any{"first_name": "Ann"}, "Idempotency-Key", "expired-change"))
+		a.do(t, "PATCH", base+"/users/hist", map[string]any{"first_name": "Cid"}, "Idempotency-Key", "expired-change").
+			wantProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	})
+	t.Run("a request that changed nothing, whose version's record expired, is answered as the first time", func(t *testing.T) {
+		a.do(t, "POST", base+"/users/hist/deactivate", nil).want(t, http.StatusOK)
+		first := a.do(t, "POST", base+"/users/hist/deactivate", nil, "Idempotency-Key", "expired-noop").want(t, http.StatusOK)
+		a.do(t, "PATCH", base+"/users/hist", map[string]any{"last_name": "Later"}).want(t, http.StatusOK)
+		expire(t, first.etag())
+		sameAnswer(t, first, a.do(t, "POST", base+"/users/hist/deactivate", nil, "Idempotency-Key", "expired-noop"))
+	})
 }

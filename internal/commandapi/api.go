@@ -6,6 +6,7 @@ package commandapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -262,12 +263,16 @@ func (a *api) replay(r *request, rec commands.IdempotencyRecord) error {
 }
 
 // recordedBody is the object as the recorded version left it. When SSO_HISTORY_RETENTION
-// has expired that record, the current state stands in if it is still that version;
-// otherwise the replay cannot be rebuilt and the client is told so instead of given
-// another version's body.
+// has expired that record, the body the idempotency record kept answers; a record written
+// before bodies were kept falls back to the current state if it is still that version.
+// Otherwise the replay cannot be rebuilt and the client is told so (422, as for a key it
+// cannot use) instead of being given another version's body.
 func (a *api) recordedBody(r *request, rec commands.IdempotencyRecord) (any, error) {
 	ctx := r.c.Request().Context()
 	env, err := a.store.LoadRecord(ctx, r.tenant, rec.Kind, rec.Key, rec.Version)
+	if errors.Is(err, commands.ErrRecordGone) && len(rec.Body) > 0 {
+		return json.RawMessage(rec.Body), nil
+	}
 	if errors.Is(err, commands.ErrRecordGone) {
 		switch rec.Kind {
 		case events.KindUser:
@@ -279,7 +284,8 @@ func (a *api) recordedBody(r *request, rec commands.IdempotencyRecord) (any, err
 				return objects.FromGroup(g.State), nil
 			}
 		}
-		return nil, apperr.Conflict(apperr.CodeIdempotencyReused, "the response to this Idempotency-Key has expired with the history; send the request with a new key")
+		return nil, &apperr.Error{Kind: apperr.KindUnprocessable, Code: apperr.CodeIdempotencyReused,
+			Message: "the response to this Idempotency-Key has expired with the history; send the request with a new key"}
 	}
 	if err != nil {
 		return nil, err

@@ -157,6 +157,10 @@ type IdempotencyRecord struct {
 	Version     int64
 	CommandID   string
 	CreatedAt   time.Time
+	// Body is the answer's body (JSON), kept when history records expire
+	// (SSO_HISTORY_RETENTION), so that a replay can still answer it after its record is
+	// gone; nil otherwise (the record rebuilds it).
+	Body []byte
 }
 
 // Encrypter encrypts secrets bound to a context string.

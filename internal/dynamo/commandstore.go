@@ -317,6 +317,11 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
 			Kind: c.Event.Kind, Key: c.Event.Key, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
 		}
+		if s.keepsAnswers(*c.Idempotency) {
+			if rec.Body, err = answerBody(c.Event.Payload); err != nil {
+				return err
+			}
+		}
 		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
 	}
 	if len(items) > maxTransactItems {

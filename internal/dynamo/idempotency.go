@@ -2,8 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -12,6 +14,7 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 func (s *CommandStore) idempotencyPut(key string, rec commands.IdempotencyRecord) *types.Put {
@@ -28,6 +31,9 @@ func (s *CommandStore) idempotencyPut(key string, rec commands.IdempotencyRecord
 	}
 	if rec.Location != "" {
 		item["location"] = str(rec.Location)
+	}
+	if len(rec.Body) > 0 {
+		item["body"] = str(string(rec.Body))
 	}
 	// An expired record that TTL has not removed yet may be taken over.
 	return &types.Put{
@@ -69,6 +75,7 @@ func (s *CommandStore) LookupIdempotency(ctx context.Context, key string) (*comm
 		Version:     version,
 		CommandID:   getS(out.Item, "command_id"),
 		CreatedAt:   created,
+		Body:        []byte(getS(out.Item, "body")),
 	}, nil
 }
 
@@ -95,6 +102,19 @@ func (s *CommandStore) RecordNoop(ctx context.Context, t commands.Tenant, idem c
 		RequestHash: idem.Request.Stored, Status: idem.Status, Location: idem.Location,
 		Kind: kind, Key: key, Version: version, CommandID: commandID, CreatedAt: s.now(),
 	}
+	if s.keepsAnswers(idem) {
+		// The answer is the state of the version the request found; its record may expire
+		// before the key does.
+		env, err := s.LoadRecord(ctx, t, kind, key, version)
+		if err != nil && !errors.Is(err, commands.ErrRecordGone) {
+			return err
+		}
+		if err == nil {
+			if rec.Body, err = answerBody(env.Payload); err != nil {
+				return err
+			}
+		}
+	}
 	put := s.idempotencyPut(idem.Key, rec)
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression,
@@ -108,4 +128,28 @@ func (s *CommandStore) RecordNoop(ctx context.Context, t commands.Tenant, idem c
 		return fmt.Errorf("record idempotency key: %w", translate(err))
 	}
 	return nil
+}
+
+// keepsAnswers reports whether an idempotency record keeps its answer's body: only when
+// history records expire (they rebuild it otherwise), and only for answers with a body.
+func (s *CommandStore) keepsAnswers(idem commands.Idempotency) bool {
+	return s.historyRetention > 0 && idem.Status != http.StatusNoContent
+}
+
+// answerBody is the JSON body a command's answer carries: the state after it, as API.md's
+// objects show it (never a password).
+func answerBody(p events.Payload) ([]byte, error) {
+	var obj any
+	if u, ok := events.UserState(p); ok {
+		obj = objects.FromUser(u)
+	} else if g, ok := events.GroupState(p); ok {
+		obj = objects.FromGroup(g)
+	} else {
+		return nil, nil
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode the answer to keep: %w", err)
+	}
+	return b, nil
 }
