@@ -93,13 +93,14 @@ func errTooManyWaiters() error {
 func (w *watches) subscribe(k watchKey, min int64) (wt *waiter, ready *observation, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	wa, ok := w.byKey[k]
+	if ok && wa.last != nil && wa.last.raw != nil && wa.last.version >= min {
+		// Answered without waiting or reading: no place is taken, so no cap applies.
+		return nil, wa.last, true
+	}
 	tk := k.tenantKey()
 	if w.total >= w.maxTotal || w.perTenant[tk] >= w.maxTenant {
 		return nil, nil, false
-	}
-	wa, ok := w.byKey[k]
-	if ok && wa.last != nil && wa.last.raw != nil && wa.last.version >= min {
-		return nil, wa.last, true
 	}
 	w.total++
 	w.perTenant[tk]++

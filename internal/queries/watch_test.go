@@ -191,3 +191,27 @@ func eventuallyTrue(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestWatchAnswersFromItsLastReadWithoutAPlace(t *testing.T) {
+	view := newFakeView()
+	w := newWatches(1, 1, view.read)
+	k := watchKey{"acme", "eu", "user#jdoe"}
+	view.set(k, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { _, err := w.wait(ctx, k, 2, time.Minute, "user"); waited <- err }()
+	// The one place is taken by a wait for version 2; the watch has read version 1.
+	eventuallyTrue(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		wa := w.byKey[k]
+		return wa != nil && wa.last != nil
+	})
+	obs, err := w.wait(context.Background(), k, 1, time.Minute, "user")
+	if err != nil || obs.version != 1 {
+		t.Fatalf("a wait for a version the watch has read, with every place taken: %v %v, want it answered at once", obs, err)
+	}
+	cancel()
+	<-waited
+}
