@@ -53,6 +53,22 @@
 // itself. With the default 10s lease, a dead process's shards move within about 12s;
 // Close (or cancelling the Subscribe context) releases them for an immediate takeover.
 //
+// A lease move never lets two handlers of one aggregate run at once. Every handler's
+// context derives from its shard worker. A worker that stops (a handover asked by a peer,
+// Close, the Subscribe context ending, a stream let go) stops reading and delivering,
+// gives its in-flight handlers ShutdownTimeout, then cancels their contexts, and writes
+// its checkpoint and releases the lease only after every one of them has returned; the
+// heartbeat goes on meanwhile, so peers cannot judge the lease expired. A handler that
+// ignores its context thus holds the shard (and Close) until it returns. Where the lease
+// is already lost (the row names another owner or token), the worker writes nothing and
+// cancels its handlers at once; that only happens after our heartbeats stood still for a
+// lease, and a process fences itself first: once its heartbeats have failed for
+// LeaseDuration - LeaseDuration/5 it cancels its handlers without grace. The overlap with
+// a new holder is therefore bounded by how long a handler takes to return after its
+// context is cancelled, less one heartbeat tick (2s by default), or by a process paused
+// longer than that (GC, a frozen VM), which no lease can rule out: handlers must still
+// refuse to write older over newer (the projector's versioned upserts do).
+//
 // # Delivery, retries and checkpoints
 //
 // Records of one aggregate (the value of AggregateAttribute in the keys, "id" by default)

@@ -67,6 +67,11 @@ type shardWorker struct {
 	abandonOnce  sync.Once
 	stopping     atomic.Bool
 	done         chan struct{}
+	// hctx is the parent of every handler context of this worker: cancelled when the
+	// worker stops (after its grace) or loses its lease. The lease is released only after
+	// every handler has returned, so a peer never delivers while one of ours runs.
+	hctx    context.Context
+	hcancel context.CancelFunc
 
 	pages   chan page
 	results chan result
@@ -95,9 +100,10 @@ func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
 		log.Error("ignoring malformed checkpoint; reading the shard from its oldest record", zap.String("checkpoint", start))
 		start = ""
 	}
+	hctx, hcancel := context.WithCancel(s.msgBase)
 	return &shardWorker{
 		s: s, st: st, stream: st.Stream, shardID: r.ShardID, key: r.key(), token: r.Token,
-		start: start, log: log,
+		start: start, log: log, hctx: hctx, hcancel: hcancel,
 		graceful: make(chan struct{}), abandon: make(chan struct{}), done: make(chan struct{}),
 		pages: make(chan page), results: make(chan result), retries: make(chan *entry),
 		checkpoint: start, lastDone: start, aggs: map[string][]*entry{},
@@ -133,6 +139,7 @@ func (w *shardWorker) run() {
 	defer func() {
 		stopReader()
 		cancel()
+		w.hcancel()
 		<-readerDone
 		w.discardNext()
 		close(w.done)
@@ -170,8 +177,16 @@ func (w *shardWorker) run() {
 
 	cp := time.NewTicker(w.s.cfg.CheckpointInterval)
 	defer cp.Stop()
-	graceful := w.graceful
+	graceful, abandon := w.graceful, w.abandon
 	var hardStop <-chan time.Time
+	abandoned := false
+	// stop ends reading and delivering; the loop then only collects the verdicts of the
+	// handlers still running.
+	stop := func() {
+		graceful = nil
+		stopReader()
+		w.discardNext()
+	}
 	maxPending := int(w.s.cfg.GetRecordsLimit)
 	for {
 		stopping := graceful == nil
@@ -185,7 +200,7 @@ func (w *shardWorker) run() {
 				return
 			}
 			// Asked to stop while finishing: release as of the last record instead.
-			graceful = nil
+			stop()
 			continue
 		}
 		var pages <-chan page
@@ -206,12 +221,16 @@ func (w *shardWorker) run() {
 				out = w.s.out
 			}
 		}
+		var tick <-chan time.Time
+		if !abandoned {
+			tick = cp.C
+		}
 		select {
 		case p := <-pages:
 			switch {
 			case p.lost:
 				w.log.Warn("lease lost while reading; stopping the shard without writing")
-				return
+				w.abandonNow()
 			case p.gone:
 				w.stopGracefully(time.Now().Add(w.s.cfg.ShutdownTimeout))
 			default:
@@ -227,23 +246,29 @@ func (w *shardWorker) run() {
 			if !stopping {
 				w.ready = append(w.ready, e)
 			}
-		case <-cp.C:
+		case <-tick:
 			if w.saveCheckpoint(ctx) {
-				return
+				w.abandonNow()
 			}
 		case <-graceful:
-			graceful = nil
-			stopReader()
-			w.discardNext()
+			stop()
 			hardStop = time.After(time.Until(time.Unix(0, w.deadline.Load())))
 		case <-hardStop:
-			w.log.Warn("in-flight records not acked before the shutdown deadline; the next holder redelivers them",
+			hardStop = nil
+			w.log.Warn("in-flight records not acked by the shutdown deadline; cancelling their handlers, the lease is released once they return",
 				zap.Int("in_flight", w.inflight))
-			exitErr = w.release()
-			return
-		case <-w.abandon:
-			return
+			w.hcancel()
+		case <-abandon:
+			// Nothing more is written under this lease, but the worker stays until its
+			// handlers have returned, so this process cannot take the shard again while
+			// one of them still runs.
+			abandon, abandoned, hardStop = nil, true, nil
+			stop()
+			w.hcancel()
 		}
+	}
+	if abandoned {
+		return
 	}
 	exitErr = w.release()
 }
@@ -264,7 +289,7 @@ func (w *shardWorker) prepare(e *entry) {
 	msg := message.NewMessage(e.uuid, e.payload)
 	msg.Metadata = recordMetadata(e.rec)
 	msg.Metadata.Set(MetaAttempt, strconv.Itoa(e.attempts))
-	ctx, cancel := context.WithCancel(withRecord(w.s.msgBase, e.rec))
+	ctx, cancel := context.WithCancel(withRecord(w.hctx, e.rec))
 	msg.SetContext(ctx)
 	w.next, w.nextCancel = msg, cancel
 }
