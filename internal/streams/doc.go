@@ -82,6 +82,14 @@
 // being applied; the dead-letter table is what blocks, so this survives restarts and
 // lease moves.
 //
+// A handler whose downstream is failing as a whole (a tenant's Keycloak realm hangs,
+// answers 5xx, or 429 with Retry-After) calls Park(msg, until) and returns an error: the
+// record's shard stops reading and delivering, gives its slots back, and delivers that
+// record again, alone, no earlier than until; records that were in flight with it and
+// fail meanwhile wait too and follow it, in order, once it is acked. Parked deliveries
+// do not count toward MaxAttempts, so a long outage never dead-letters; a parked record
+// that fails without Park is retried (still alone) as any other.
+//
 // The checkpoint is the sequence number up to which every record is acked or
 // dead-lettered; it is written every CheckpointInterval, at a shard's end, and on release.
 // Delivery is at least once: after a crash up to a CheckpointInterval of records (and a
@@ -134,5 +142,8 @@
 // {consumer,system,tenant}, ssodir_stream_leases_held{consumer},
 // ssodir_stream_dead_letters_total{consumer,system,tenant,kind},
 // ssodir_stream_dead_letters_parked{consumer,system,tenant}, ssodir_stream_gaps_total
-// {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind}.
+// {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind},
+// ssodir_stream_parked{consumer,system,tenant} (1 while a handler holds one of the tenant's
+// streams with Park) and ssodir_stream_parked_records{consumer,system,tenant} (records
+// waiting behind it).
 package streams

@@ -44,6 +44,7 @@ type result struct {
 	e      *entry
 	acked  bool
 	reason string
+	park   time.Time // the handler called Park
 }
 
 // shardWorker reads one leased shard and delivers its records: records of one aggregate
@@ -76,6 +77,10 @@ type shardWorker struct {
 	pages   chan page
 	results chan result
 	retries chan *entry
+	parkDue chan *parkState
+	// holdReads stops the reader while the stream is parked; wake tells it to look again.
+	holdReads atomic.Bool
+	wake      chan struct{}
 
 	// Owned by run.
 	checkpoint string // last written
@@ -88,6 +93,8 @@ type shardWorker struct {
 	next       *message.Message
 	nextCancel context.CancelFunc
 	ended      bool
+	park       *parkState // nil unless a handler parked the stream
+	waiting    int        // last published count of records waiting behind the park
 }
 
 func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
@@ -106,6 +113,7 @@ func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
 		start: start, log: log, hctx: hctx, hcancel: hcancel,
 		graceful: make(chan struct{}), abandon: make(chan struct{}), done: make(chan struct{}),
 		pages: make(chan page), results: make(chan result), retries: make(chan *entry),
+		parkDue: make(chan *parkState), wake: make(chan struct{}, 1),
 		checkpoint: start, lastDone: start, aggs: map[string][]*entry{},
 	}
 }
@@ -142,6 +150,7 @@ func (w *shardWorker) run() {
 		w.hcancel()
 		<-readerDone
 		w.discardNext()
+		w.endPark()
 		close(w.done)
 		w.s.workerExited(w, finished, exitErr)
 	}()
@@ -209,7 +218,7 @@ func (w *shardWorker) run() {
 		}
 		var slot chan<- struct{}
 		var out chan<- *message.Message
-		if !stopping && len(w.ready) > 0 {
+		if !stopping && len(w.ready) > 0 && w.mayDeliver() {
 			if !w.haveSlot {
 				if w.inflight < w.s.cfg.MaxInFlightPerShard {
 					slot = w.s.sem
@@ -246,6 +255,8 @@ func (w *shardWorker) run() {
 			if !stopping {
 				w.ready = append(w.ready, e)
 			}
+		case p := <-w.parkDue:
+			w.parkTimerFired(p)
 		case <-tick:
 			if w.saveCheckpoint(ctx) {
 				w.abandonNow()
@@ -315,6 +326,9 @@ func (w *shardWorker) sent() {
 	w.haveSlot = false // the slot now travels with the message
 	w.inflight++
 	e.sentAt = time.Now()
+	if w.park != nil && w.park.head == e {
+		w.park.inFlight = true
+	}
 	go w.await(e, msg, cancel)
 }
 
@@ -326,7 +340,7 @@ func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.Cance
 		r = result{e: e, acked: true}
 	case <-msg.Nacked():
 		// The handler set the reason before it nacked; the closed channel orders the read.
-		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason)}
+		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason), park: parkUntil(msg)}
 	case <-w.s.msgBase.Done():
 		cancel()
 		<-w.s.sem
@@ -391,13 +405,42 @@ func (w *shardWorker) makeReady(ctx context.Context, e *entry) {
 func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
 	w.inflight--
 	e := r.e
+	p := w.park
+	if p != nil && p.head == e {
+		p.inFlight = false
+	}
 	if r.acked {
 		w.applied(e)
+		if p != nil && p.head == e {
+			w.endPark()
+		}
 		w.complete(ctx, e)
+		w.updateWaiting()
 		return
 	}
 	if stopping {
 		return // not retried: the next holder of the shard redelivers it
+	}
+	switch {
+	case p != nil && p.head == e && !r.park.IsZero():
+		e.attempts--
+		w.reschedulePark(r.park)
+		return
+	case p != nil && p.head == e:
+		// The parked record failed without asking to be parked again: an ordinary
+		// attempt, retried (still alone) after the usual backoff, dead-lettered when its
+		// attempts run out.
+		if e.attempts < w.s.cfg.MaxAttempts {
+			w.reschedulePark(time.Now().Add(backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)))
+			return
+		}
+		w.endPark()
+	case p != nil:
+		w.holdFailed(e, r.park)
+		return
+	case !r.park.IsZero():
+		w.startPark(e, r.park)
+		return
 	}
 	if e.attempts < w.s.cfg.MaxAttempts {
 		d := backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)
@@ -586,6 +629,9 @@ func (w *shardWorker) read(ctx context.Context) {
 		return sleep(ctx, backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, failures))
 	}
 	for ctx.Err() == nil {
+		if !w.waitUnparked(ctx) {
+			return
+		}
 		if it == "" {
 			in := &dynamodbstreams.GetShardIteratorInput{
 				StreamArn: aws.String(w.stream.StreamARN), ShardId: aws.String(w.shardID),

@@ -42,6 +42,7 @@ type Subscriber struct {
 	workers           map[string]*shardWorker // by lease key
 	seen              map[string]ownerSeen    // heartbeat observations, by owner id
 	handoverRequested map[string]time.Time    // lease keys asked of their holders
+	parkedShards      map[[2]string]int       // (system, tenant) → shards parked by a handler
 	closeErrs         []error
 
 	lastBeat atomic.Int64 // unix nanoseconds of the last successful heartbeat
@@ -111,6 +112,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		workers:           map[string]*shardWorker{},
 		seen:              map[string]ownerSeen{},
 		handoverRequested: map[string]time.Time{},
+		parkedShards:      map[[2]string]int{},
 		stop:              make(chan struct{}),
 		syncNow:           make(chan string, 64),
 		balanceNow:        make(chan struct{}, 1),
