@@ -69,7 +69,7 @@ func (d *Directory) Groups(ctx context.Context) iter.Seq2[keycloak.DirectoryGrou
 				decodeErr = err
 				return false
 			}
-			return yield(keycloak.DirectoryGroup{ID: g.GroupID, Name: g.Name, Description: g.Description, Attributes: g.Attributes}, nil)
+			return yield(keycloak.DirectoryGroup{ID: g.GroupID, Name: g.Name, Description: g.Description, Attributes: g.Attributes, Version: g.Version}, nil)
 		})
 		if err = firstErr(decodeErr, err); err != nil {
 			yield(keycloak.DirectoryGroup{}, err)
@@ -94,7 +94,7 @@ func (d *Directory) Users(ctx context.Context) iter.Seq2[keycloak.DirectoryUser,
 			}
 			return yield(keycloak.DirectoryUser{
 				ID: u.UserID, Username: u.Username, Email: u.Email, FirstName: u.FirstName, LastName: u.LastName,
-				Active: u.IsActive, Attributes: u.Attributes, Groups: groupsOf[u.Username],
+				Active: u.IsActive, Attributes: u.Attributes, Version: u.Version, Groups: groupsOf[u.Username],
 			}, nil)
 		})
 		if err = firstErr(decodeErr, err); err != nil {
