@@ -508,4 +508,3 @@ func (b *planner) planUsers() {
 		}
 	}
 }
-

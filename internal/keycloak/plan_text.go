@@ -116,4 +116,3 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	c.err = err
 	return n, err
 }
-

@@ -123,6 +123,8 @@ func ReadDirectory(ctx context.Context, dir Directory) (*DirectorySnapshot, erro
 		s.Users = append(s.Users, u)
 	}
 	sort.Slice(s.Groups, func(i, j int) bool { return s.Groups[i].Name < s.Groups[j].Name })
-	sort.Slice(s.Users, func(i, j int) bool { return strings.ToLower(s.Users[i].Username) < strings.ToLower(s.Users[j].Username) })
+	sort.Slice(s.Users, func(i, j int) bool {
+		return strings.ToLower(s.Users[i].Username) < strings.ToLower(s.Users[j].Username)
+	})
 	return s, nil
 }
