@@ -259,6 +259,46 @@ func (a *applier) isMember(ctx context.Context, groupName, username, groupID, us
 	return ok && gid == groupID && uid == userID, nil
 }
 
+// maxRewrites bounds how often an update is written again because the directory moved on
+// while it was being written.
+const maxRewrites = 3
+
+// updateUser brings the Keycloak user to the write model's current state. Keycloak has no
+// conditional write, and a writer in another process (the event path, after a lease
+// moved) may write a newer state between this one's read and write; so after writing,
+// the write model is read again, and if it has moved past what was written, the newer
+// state is written too: whatever the interleaving, the last write is never the older.
+func (a *applier) updateUser(ctx context.Context, act *Action) error {
+	for range maxRewrites {
+		du, err := a.liveUser(ctx, act)
+		if err != nil {
+			return err
+		}
+		// Re-read: a full-replace PUT built from a stale copy would undo changes made
+		// since to what ssodir does not own, and the event path may have written a newer
+		// state meanwhile.
+		cur, err := a.c.GetUser(ctx, act.KeycloakUserID)
+		if err != nil {
+			return err
+		}
+		if cur.SsodirID() != act.UserID || cur.SsodirVersion() > du.Version {
+			return errStale
+		}
+		want := desiredUser(du, cur, a.plan.preserve)
+		if len(diffUser(*cur, want)) == 0 {
+			return nil
+		}
+		if err := a.c.UpdateUser(ctx, want); err != nil {
+			return err
+		}
+		now, ok, err := a.check.User(ctx, act.Username)
+		if err != nil || !ok || now.ID != act.UserID || now.Version <= du.Version {
+			return nil // written; a delete since is the event path's or the next reconcile's
+		}
+	}
+	return nil
+}
+
 // gone returns errStale when the write model still holds what a removal would remove.
 func (a *applier) goneUser(ctx context.Context, act *Action) error {
 	u, ok, err := a.check.User(ctx, act.Username)
@@ -271,9 +311,16 @@ func (a *applier) goneUser(ctx context.Context, act *Action) error {
 	return nil
 }
 
-// exec performs one action; skipped reports that it could not be attempted.
+// exec performs one action; skipped reports that it could not be attempted. The action's
+// object is locked (Locks) from its re-check to its write.
 func (a *applier) exec(ctx context.Context, act *Action) (skipped bool, err error) {
 	c := a.c
+	switch act.Kind {
+	case ActionDeleteGroup, ActionUpdateGroup, ActionCreateGroup:
+		defer c.cfg.Locks.lock(groupLock(act.GroupID))()
+	case ActionDeleteUser, ActionDisableUser, ActionUpdateUser, ActionCreateUser:
+		defer c.cfg.Locks.lock(userLock(act.UserID))()
+	}
 	switch act.Kind {
 	case ActionDeleteGroup:
 		if g, ok, err := a.check.Group(ctx, act.GroupName); err != nil {
@@ -336,25 +383,7 @@ func (a *applier) exec(ctx context.Context, act *Action) (skipped bool, err erro
 		return false, c.UpdateUser(ctx, *cur)
 
 	case ActionUpdateUser:
-		du, err := a.liveUser(ctx, act)
-		if err != nil {
-			return false, err
-		}
-		// Re-read: a full-replace PUT built from a stale copy would undo changes made
-		// since to what ssodir does not own, and the event path may have written a newer
-		// state meanwhile.
-		cur, err := c.GetUser(ctx, act.KeycloakUserID)
-		if err != nil {
-			return false, err
-		}
-		if cur.SsodirID() != act.UserID || cur.SsodirVersion() > du.Version {
-			return false, errStale
-		}
-		want := desiredUser(du, cur, a.plan.preserve)
-		if len(diffUser(*cur, want)) == 0 {
-			return false, nil
-		}
-		return false, c.UpdateUser(ctx, want)
+		return false, a.updateUser(ctx, act)
 
 	case ActionCreateUser:
 		a.mu.Lock()

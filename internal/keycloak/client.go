@@ -72,6 +72,10 @@ type ClientConfig struct {
 	// workers Apply uses (4).
 	Concurrency int
 
+	// Locks serialises writes to one object among the clients that share it (the event
+	// path's and the reconcile's client of a realm); nil gives the client its own.
+	Locks *Locks
+
 	Logger  *zap.Logger
 	Metrics *Metrics
 }
@@ -128,6 +132,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = defaultConcurrency
+	}
+	if c.Locks == nil {
+		c.Locks = NewLocks()
 	}
 	return c
 }

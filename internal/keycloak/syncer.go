@@ -127,6 +127,7 @@ func (s *Syncer) UpsertUser(ctx context.Context, du DirectoryUser) error {
 	if err := checkID("user", du.ID); err != nil {
 		return err
 	}
+	defer s.c.cfg.Locks.lock(userLock(du.ID))()
 	cur, err := s.findUser(ctx, du.ID)
 	if errors.Is(err, ErrNotFound) {
 		id, _, err := s.c.createManagedUser(ctx, desiredUser(du, nil, s.preserve))
@@ -164,6 +165,7 @@ func (s *Syncer) DeleteUser(ctx context.Context, ssodirID string, version int64,
 	if err != nil {
 		return err
 	}
+	defer s.c.cfg.Locks.lock(userLock(ssodirID))()
 	cur, err := s.findUser(ctx, ssodirID)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -200,6 +202,7 @@ func (s *Syncer) UpsertGroup(ctx context.Context, dg DirectoryGroup) error {
 	if err := checkID("group", dg.ID); err != nil {
 		return err
 	}
+	defer s.c.cfg.Locks.lock(groupLock(dg.ID))()
 	cur, err := s.findGroup(ctx, dg.ID)
 	if errors.Is(err, ErrNotFound) {
 		id, err := s.c.createManagedGroup(ctx, desiredGroup(dg, nil))
@@ -228,6 +231,7 @@ func (s *Syncer) UpsertGroup(ctx context.Context, dg DirectoryGroup) error {
 // DeleteGroup deletes the group and, with it, its memberships. A group not in Keycloak is
 // already gone.
 func (s *Syncer) DeleteGroup(ctx context.Context, ssodirID string) error {
+	defer s.c.cfg.Locks.lock(groupLock(ssodirID))()
 	cur, err := s.findGroup(ctx, ssodirID)
 	if errors.Is(err, ErrNotFound) {
 		return nil

@@ -116,8 +116,10 @@ func (r *Realms) For(ctx context.Context, row dynamo.Tenant) (*Realm, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Both clients of a realm share the object locks, so that the event path and a
+	// reconcile never interleave their reads and writes of one user or group.
 	cfg := keycloak.ClientConfig{BaseURL: row.KeycloakURL, Realm: row.KeycloakRealm, ClientID: row.ClientID,
-		ClientSecret: string(secret), Logger: r.log.With(zap.String("tenant", key)), Metrics: r.metrics}
+		ClientSecret: string(secret), Locks: keycloak.NewLocks(), Logger: r.log.With(zap.String("tenant", key)), Metrics: r.metrics}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("keycloak settings of %s: %w", key, err)
 	}
