@@ -14,8 +14,9 @@ import (
 	"github.com/ssodir/ssodir/internal/streams"
 )
 
-// DefaultRecordTimeout bounds the sync of one record, Keycloak's retries included: a hung
-// realm costs a delivery slot for no longer than this before its tenant is parked.
+// DefaultRecordTimeout bounds the sync of one record. A hung realm is noticed sooner, by
+// the event path's request timeout (eventRequestTimeout), which parks the tenant and stops
+// its other records in flight.
 const DefaultRecordTimeout = 15 * time.Second
 
 // HandlerConfig is what the event-driven sync needs.
@@ -78,9 +79,17 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 		h.cfg.Park(msg, until)
 		return errParked
 	}
-	ctx, cancel := context.WithTimeout(msg.Context(), h.cfg.RecordTimeout)
+	watched, stop := h.cfg.Health.Watch(msg.Context(), rec.System, rec.Tenant)
+	defer stop()
+	ctx, cancel := context.WithTimeout(watched, h.cfg.RecordTimeout)
 	defer cancel()
 	err = h.Apply(ctx, rec)
+	if errors.Is(context.Cause(watched), errParked) {
+		// Another record found the realm failing while this one waited on it.
+		until, _ := h.cfg.Health.Until(rec.System, rec.Tenant)
+		h.cfg.Park(msg, until)
+		return errParked
+	}
 	if h.realmFailed(msg.Context(), err) {
 		until := h.cfg.Health.Failed(ctx, rec.System, rec.Tenant, err, keycloak.RetryAfterOf(err))
 		h.cfg.Park(msg, until)

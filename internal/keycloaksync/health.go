@@ -20,7 +20,7 @@ import (
 // resumes the tenant.
 const (
 	minParkFor        = time.Second
-	maxParkFor        = time.Minute
+	maxParkFor        = 30 * time.Second
 	maxRetryAfterPark = 10 * time.Minute
 	// probeHold is how long a record that arrives while another probes the realm waits.
 	probeHold = time.Second
@@ -44,6 +44,8 @@ type Health struct {
 
 	mu      sync.Mutex
 	tenants map[tenantKey]*tenantHealth
+	// parking is closed when the tenant is parked, to stop its records in flight.
+	parking map[tenantKey]chan struct{}
 }
 
 type tenantKey struct{ system, tenant string }
@@ -55,6 +57,7 @@ func (k tenantKey) String() string { return k.system + "/" + k.tenant }
 // seen by the process named owner.
 func NewHealth(statuses *dynamo.SyncStatuses, owner string, reg prometheus.Registerer, log *zap.Logger) (*Health, error) {
 	h := &Health{statuses: statuses, owner: owner, log: log, now: time.Now, tenants: map[tenantKey]*tenantHealth{},
+		parking: map[tenantKey]chan struct{}{},
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_tenant_parked",
 			Help: "1 while a tenant's realm is failing and its records wait behind the first failure."}, []string{"system", "tenant"}),
 	}
@@ -81,6 +84,39 @@ func (h *Health) Admit(system, tenant string) (time.Time, bool) {
 	}
 	t.probing = true
 	return time.Time{}, true
+}
+
+// Watch is ctx, cancelled with cause errParked as soon as the tenant is parked: the
+// tenant's other records in flight stop waiting on a realm that another record found
+// failing, and free their delivery slots at once.
+func (h *Health) Watch(ctx context.Context, system, tenant string) (context.Context, context.CancelFunc) {
+	key := tenantKey{system, tenant}
+	h.mu.Lock()
+	ch := h.parking[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		h.parking[key] = ch
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-ch:
+			cancel(errParked)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// Until is when the parked tenant's next probe is due; ok is false when it is not parked.
+func (h *Health) Until(system, tenant string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.tenants[tenantKey{system, tenant}]; t != nil {
+		return t.until, true
+	}
+	return time.Time{}, false
 }
 
 // Parked reports whether the tenant is parked, and why.
@@ -114,6 +150,10 @@ func (h *Health) Failed(ctx context.Context, system, tenant string, err error, r
 	}
 	t.until = h.now().Add(wait)
 	until, since, reason := t.until, t.since, t.reason
+	if ch := h.parking[key]; ch != nil {
+		close(ch)
+		delete(h.parking, key)
+	}
 	h.mu.Unlock()
 
 	if first {

@@ -36,12 +36,12 @@ type Realm struct {
 }
 
 const (
-	// eventRequestTimeout bounds one attempt of an event-path request; a Keycloak answer
-	// to one user or group operation takes milliseconds.
-	eventRequestTimeout = 5 * time.Second
-	// eventMaxRetryAfter is the longest Retry-After the event path sleeps through; a
-	// longer one parks the tenant instead.
-	eventMaxRetryAfter = 5 * time.Second
+	// eventRequestTimeout bounds an event-path request; a Keycloak answer to one user or
+	// group operation takes milliseconds. The event path makes one attempt: a failure
+	// parks the tenant for a second or more (Health), which is the retry, and keeps a
+	// hung realm from holding delivery slots through attempt after attempt.
+	eventRequestTimeout = 3 * time.Second
+	eventMaxAttempts    = 1
 	// settingsMaxAge is how long a tenant's Keycloak settings are used before the tenant
 	// row is read again: settings changes take effect within it, and a busy tenant costs
 	// one read of its row per settingsMaxAge rather than one per record.
@@ -124,7 +124,7 @@ func (r *Realms) For(ctx context.Context, row dynamo.Tenant) (*Realm, error) {
 		return nil, fmt.Errorf("keycloak settings of %s: %w", key, err)
 	}
 	events := cfg
-	events.RequestTimeout, events.MaxRetryAfter = eventRequestTimeout, eventMaxRetryAfter
+	events.RequestTimeout, events.MaxAttempts = eventRequestTimeout, eventMaxAttempts
 	realm := &Realm{Tenant: row, Client: keycloak.New(cfg, r.http),
 		Syncer:   keycloak.NewSyncer(keycloak.New(events, r.http), keycloak.SyncerOptions{}),
 		OnDelete: onDelete, readAt: r.now()}
