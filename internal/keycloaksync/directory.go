@@ -1,6 +1,11 @@
 // Package keycloaksync is the keycloak-sync process's logic: it turns each tenant's
-// directory events into Keycloak calls (through internal/keycloak's Syncer), and runs full
-// reconciles of a tenant's realm against its read model.
+// directory events into Keycloak calls (Handler, through internal/keycloak's Syncer),
+// writing the write model's current state rather than the record's; parks a tenant whose
+// realm fails, so that its records wait in order without holding delivery slots (Health);
+// runs full reconciles of each tenant's realm against its read model, spread over the
+// interval and re-checked action by action against the write model (Reconciler); re-drives
+// dead letters tenant by tenant (Redrive); and records what it did per tenant for
+// `keycloak-sync status`. docs/keycloak-sync.md has the rules.
 package keycloaksync
 
 import (
