@@ -70,8 +70,10 @@ func TestReconcileAgainstASlowRealmWhileCommandsArrive(t *testing.T) {
 	}
 	eventually(t, 60*time.Second, "the realm to fill", func() (bool, string) { return realmMatches(kc, realm, want) })
 
-	// Every read of the realm's users now takes two seconds.
-	kc.Inject(keycloaktest.Fault{Method: "GET", PathPrefix: keycloaktest.AdminPath(realm, "/users"), Times: 100000, Delay: 2 * time.Second})
+	// Every page of users a reconcile reads now takes six seconds; the event path's
+	// look-ups stay fast, so it syncs the commands below while the reconcile reads.
+	kc.Inject(keycloaktest.Fault{Method: "GET", PathPrefix: keycloaktest.AdminPath(realm, "/users"), Query: "max=500",
+		Times: 100000, Delay: 6 * time.Second})
 	cmd := reconcileCmd(e)
 	var out []byte
 	var runErr error

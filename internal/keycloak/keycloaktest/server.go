@@ -206,6 +206,8 @@ type Fault struct {
 	Method string
 	// PathPrefix matches the start of the URL path, e.g. AdminPath("acme", "/users").
 	PathPrefix string
+	// Query, when set, must be part of the raw query, e.g. "max=500" (a reconcile's pages).
+	Query string
 	// Times is how many matching requests fail; zero means one.
 	Times int
 	// Status is answered instead of handling the request (429, 500, 503 ...); 503 when
@@ -259,7 +261,8 @@ func (s *Server) ClearFaults(pathPrefix string) {
 
 func (s *Server) takeFault(r *http.Request) *Fault {
 	for i, f := range s.faults {
-		if (f.Method == "" || f.Method == r.Method) && strings.HasPrefix(r.URL.Path, f.PathPrefix) {
+		if (f.Method == "" || f.Method == r.Method) && strings.HasPrefix(r.URL.Path, f.PathPrefix) &&
+			strings.Contains(r.URL.RawQuery, f.Query) {
 			f.left--
 			if f.left == 0 {
 				s.faults = append(s.faults[:i], s.faults[i+1:]...)
