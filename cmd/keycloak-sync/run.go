@@ -91,14 +91,15 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		return err
 	}
 	a.statuses = dynamo.NewSyncStatuses(clients.DB, a.names)
-	if a.health, err = keycloaksync.NewHealth(a.statuses, processName(), a.reg, log); err != nil {
+	owner := processName()
+	if a.health, err = keycloaksync.NewHealth(a.statuses, owner, a.reg, log); err != nil {
 		return err
 	}
 	store := dynamo.NewCommandStore(clients.DB, a.names, events.NewRegistry(), 0)
 	a.realms = keycloaksync.NewRealms(a.tenants, box, keycloaksync.NewHTTPClient(), metrics, log)
 	a.reconciler, err = keycloaksync.NewReconciler(keycloaksync.ReconcilerConfig{
 		Realms: a.realms, Tenants: a.tenants, DB: clients.DB, Store: store, Statuses: a.statuses, Health: a.health,
-		MaxDeleteShare: cfg.MaxDeleteShare, Registerer: a.reg, Log: log,
+		MaxDeleteShare: cfg.MaxDeleteShare, Owner: owner, Registerer: a.reg, Log: log,
 	})
 	if err != nil {
 		return err

@@ -145,3 +145,24 @@ func IsTableMissing(err error) bool {
 	var rnf *types.ResourceNotFoundException
 	return errors.Is(err, ErrTableMissing) || errors.As(err, &rnf)
 }
+
+// ClaimReconcile lets one keycloak-sync process of many reconcile a tenant in a round: it
+// records owner as the tenant's reconciler until `until`, unless another process holds an
+// unexpired claim, and reports whether the claim is ours.
+func (s *SyncStatuses) ClaimReconcile(ctx context.Context, system, tenant, owner string, now, until time.Time) (bool, error) {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+		UpdateExpression:          aws.String("SET reconcile_owner = :o, reconcile_claimed_until = :u"),
+		ConditionExpression:       aws.String("attribute_not_exists(reconcile_claimed_until) OR reconcile_claimed_until < :now OR reconcile_owner = :o"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":u": str(FormatTime(until)), ":now": str(FormatTime(now))},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("claim the reconcile of %s/%s: %w", system, tenant, translate(err))
+	}
+	return true, nil
+}

@@ -36,6 +36,9 @@ type ReconcilerConfig struct {
 	MaxDeleteShare float64
 	// Concurrency bounds the reconciles in flight (DefaultReconcileConcurrency).
 	Concurrency int
+	// Owner names this process in the reconcile claims that let one of several
+	// keycloak-sync processes reconcile a tenant each round.
+	Owner string
 	Registerer  prometheus.Registerer
 	Log         *zap.Logger
 }
@@ -165,7 +168,8 @@ func offset(key string, interval time.Duration) time.Duration {
 // Loop reconciles every tenant once an interval until ctx is done. Each round reads the
 // tenant list once, starts each tenant's reconcile at its own offset in the interval, runs
 // at most Concurrency at once, each with the interval as its deadline, and skips a tenant
-// whose previous reconcile still runs or whose realm is failing (parked).
+// whose previous reconcile still runs, whose realm is failing (parked), or that another
+// keycloak-sync process claimed this round.
 func (r *Reconciler) Loop(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -187,6 +191,9 @@ func (r *Reconciler) Loop(ctx context.Context, interval time.Duration) {
 				return
 			}
 			if _, parked := r.cfg.Health.Parked(row.SystemID, row.TenantID); parked {
+				continue
+			}
+			if !r.claim(ctx, row, interval) {
 				continue
 			}
 			mu.Lock()
@@ -221,6 +228,23 @@ func (r *Reconciler) Loop(ctx context.Context, interval time.Duration) {
 			return
 		}
 	}
+}
+
+// claim reports whether this process reconciles the tenant this round: with several
+// keycloak-sync processes, the first to claim it does, and the claim lasts a little less
+// than the interval so that next round's claim is open again.
+func (r *Reconciler) claim(ctx context.Context, row dynamo.Tenant, interval time.Duration) bool {
+	if r.cfg.Statuses == nil {
+		return true
+	}
+	now := time.Now()
+	ok, err := r.cfg.Statuses.ClaimReconcile(ctx, row.SystemID, row.TenantID, r.cfg.Owner, now, now.Add(interval*9/10))
+	if err != nil {
+		// Better a reconcile twice than none.
+		r.cfg.Log.Warn("claim a reconcile", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(err))
+		return true
+	}
+	return ok
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
