@@ -38,9 +38,9 @@ type ReconcilerConfig struct {
 	Concurrency int
 	// Owner names this process in the reconcile claims that let one of several
 	// keycloak-sync processes reconcile a tenant each round.
-	Owner string
-	Registerer  prometheus.Registerer
-	Log         *zap.Logger
+	Owner      string
+	Registerer prometheus.Registerer
+	Log        *zap.Logger
 }
 
 // Reconciler compares each tenant's realm with its directory and repairs the drift.
