@@ -119,11 +119,25 @@ func (h *Health) Until(system, tenant string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// forgetAfter is how long after its probe was due a park is forgotten: its stream moved to
+// another process (a lease handover), so no probe comes here any more, and reconciles must
+// not wait on it for ever.
+const forgetAfter = 2 * maxParkFor
+
 // Parked reports whether the tenant is parked, and why.
 func (h *Health) Parked(system, tenant string) (string, bool) {
+	key := tenantKey{system, tenant}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if t := h.tenants[tenantKey{system, tenant}]; t != nil {
+	t := h.tenants[key]
+	if t != nil && h.now().After(t.until.Add(forgetAfter)) {
+		delete(h.tenants, key)
+		h.mu.Unlock()
+		h.parked.DeleteLabelValues(system, tenant)
+		h.record(context.Background(), key, false, time.Time{}, "")
+		return "", false
+	}
+	h.mu.Unlock()
+	if t != nil {
 		return t.reason, true
 	}
 	return "", false
