@@ -113,6 +113,11 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	}
 	switch args[0] {
 	case "reconcile":
+		// A reconcile records its outcome for `keycloak-sync status`, also when no service
+		// has created the status table yet.
+		if err := dynamo.EnsureTable(ctx, a.clients.DB, dynamo.KeycloakSyncStatusTable(a.statuses.Table())); err != nil {
+			return fmt.Errorf("prepare the status table: %w", err)
+		}
 		return a.reconcile(ctx, args[1:], stdout)
 	case "dead-letters":
 		return streams.DeadLetterCommand(ctx, args[1:], stdout, streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
