@@ -165,6 +165,7 @@ function showErrors(form, e, aliases = {}) {
 // "changed by someone else" banner, other problems show next to their fields.
 async function perform(form, what, fn) {
   clearErrors(form);
+  flash('');
   const buttons = [...form.querySelectorAll('button')];
   for (const b of buttons) b.disabled = true;
   try {
@@ -353,10 +354,11 @@ async function usersPage(t, params, signal) {
     try {
       const { data } = await t.users(p, { signal: loadAbort.signal });
       clear(tbody).append(...data.items.map((u) => h('tr', {},
-        h('td', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username)),
+        h('td', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username),
+          u.is_active ? null : h('span', { class: 'narrow-only' }, ' ', status(false))),
         h('td', {}, `${u.last_name || ''}${u.last_name && u.first_name ? ', ' : ''}${u.first_name || ''}`),
         h('td', {}, u.email),
-        h('td', {}, status(u.is_active)),
+        h('td', { class: 'wide-only' }, status(u.is_active)),
         h('td', { class: 'wide-only' }, time(u.updated_at)))));
       summary.textContent = data.items.length ? (q ? (mode === 'email' ? 'Match by email.' : `Sorted by ${mode.replace('_', ' ')}.`) : `Sorted by ${orderSel.options[orderSel.selectedIndex].text.toLowerCase()}.`) : 'No users match.';
       pg.update(data.next_cursor);
@@ -386,7 +388,7 @@ async function usersPage(t, params, signal) {
     form, summary,
     h('div', { class: 'table-wrap' }, h('table', { id: 'users' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Username'), h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Email'),
-        h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col', class: 'wide-only' }, 'Updated'))),
+        h('th', { scope: 'col', class: 'wide-only' }, 'Status'), h('th', { scope: 'col', class: 'wide-only' }, 'Updated'))),
       tbody)),
     pg.el);
   await load('');
