@@ -50,7 +50,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.run(a, "sign in with the development token from make run's URL",
 		chromedp.Navigate(consoleURL(in)),
 		waitText("#users tbody", "asmith"), waitText("#users tbody", "jdoe"), waitText("#users tbody", "rroe"),
-		waitText("#who", "demo/acme"))
+		waitText("#who", "demo/acme"), labelled())
 	shots.take(b, a, "console-users")
 
 	b.run(a, "search by last-name prefix as you type",
@@ -66,7 +66,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	b.run(a, "open a user",
 		click(`#users a[href$="/users/jdoe"]`),
-		waitText("#user-facts", "jdoe@example.com"), waitText("#activity", "Created"))
+		waitText("#user-facts", "jdoe@example.com"), waitText("#activity", "Created"), labelled())
 
 	b.run(a, "edit it and see the change in the timeline, old → new",
 		click("#edit-user"),
@@ -76,6 +76,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		waitText("#activity li:first-child", "Updated"), waitText("#activity li:first-child", "last_name"),
 		waitText("#activity li:first-child .old", "Doe"), waitText("#activity li:first-child .new", "Dough"),
 		waitText("#activity li:first-child", "bootstrap"))
+	b.run(a, "the edit form is labelled too", click("#edit-user"), labelled(), click(`#user-form button[type="button"]`))
 	shots.take(b, a, "console-user")
 
 	b.run(a, "an invalid edit shows the API's message next to the field and changes nothing",
@@ -120,7 +121,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		typeText("#add-member-name", "jdoe"),
 		click(`#add-member button[type="submit"]`),
 		waitText("#members", "jdoe"), waitText("#flash", "jdoe added"),
-		waitText("#activity li:first-child", "Member added"))
+		waitText("#activity li:first-child", "Member added"), labelled())
 	shots.take(b, a, "console-group")
 	var members struct {
 		Items []struct{ Username string } `json:"items"`
@@ -137,7 +138,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.run(a, "operations show the projector and keycloak-sync for the tenant",
 		click(`#nav a[href$="/ops"]`),
 		waitText("#projector-ready", "Ready"), waitText("#keycloak-sync-ready", "Ready"),
-		waitText("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"))
+		waitText("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"), labelled())
 	shots.take(b, a, "console-operations")
 
 	b.run(a, "delete a user",

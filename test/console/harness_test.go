@@ -383,3 +383,10 @@ fetch("/missing").then(() => { console.error("boom"); setTimeout(() => { throw n
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// labelled checks that every visible form control of the page has a label, and every
+// button a name: what a screen reader announces and a keyboard user tabs to.
+func labelled() action {
+	return poll(`[...document.querySelectorAll("input, select, textarea")].filter((el) => el.offsetParent !== null).every((el) => el.labels && el.labels.length > 0)
+		&& [...document.querySelectorAll("button, a[href]")].filter((el) => el.offsetParent !== null).every((el) => (el.getAttribute("aria-label") || el.innerText).trim() !== "")`)
+}

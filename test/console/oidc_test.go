@@ -54,9 +54,11 @@ func newAuthServer(t *testing.T, clientID string, tenants []string) *authServer 
 	})
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	// The handlers read URL: set it before the server runs.
+	a.URL = "http://" + srv.Listener.Addr().String()
+	srv.Start()
 	t.Cleanup(srv.Close)
-	a.URL = srv.URL
 	return a
 }
 
