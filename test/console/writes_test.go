@@ -87,5 +87,19 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 		click("#delete-group"), click("#confirm-delete"),
 		waitText("#flash", "Group Ops Team deleted"), waitText("#groups tbody", "No groups yet"))
 	mustCall(t, 404, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme/groups/ops%20team", nil)
+
+	b.run(a, "an actor's name in a timeline opens everything that actor did, paged",
+		goHash("#/t/demo/acme/users/newbie"), waitText("#activity li:first-child", "Password changed"),
+		click("#activity li:first-child a.actor"),
+		waitText("#activity-scope", "Everything bootstrap did"),
+		waitText("#tenant-activity li:first-child", "Deleted"), waitText("#tenant-activity li:first-child", "group ops team"),
+		poll(`(window.firstPage = document.querySelectorAll("#tenant-activity > li").length) > 0`),
+		click("#older"), poll(`document.querySelectorAll("#tenant-activity > li").length > window.firstPage`),
+		waitText("#tenant-activity", "user u00"), labelled())
+	b.run(a, "today's activity",
+		click(`#nav a[href$="/activity"]`), waitText("#activity-scope", "(UTC)"),
+		waitText("#tenant-activity li:first-child", "Deleted"))
+	b.run(a, "a day that is not a date is refused next to the field",
+		goHash("#/t/demo/acme/activity?day=2026-13-45"), waitFor(`#activity-filter [name="day"][aria-invalid="true"]`))
 	b.noErrors()
 }

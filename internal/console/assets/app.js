@@ -56,7 +56,7 @@ function header(t, section) {
   const s = session();
   if (!s) return;
   if (t) {
-    for (const [key, label] of [['users', 'Users'], ['groups', 'Groups'], ['ops', 'Operations']]) {
+    for (const [key, label] of [['users', 'Users'], ['groups', 'Groups'], ['activity', 'Activity'], ['ops', 'Operations']]) {
       nav.append(h('a', { href: tenantHash(t, key), 'aria-current': section === key ? 'page' : null }, label));
     }
     who.append(h('span', { class: 'tenant', title: 'Tenant' }, t.id), h('a', { href: '#/tenants' }, 'Change tenant'));
@@ -103,6 +103,7 @@ async function render() {
     else if (section === 'groups' && !name) await groupsPage(t, signal);
     else if (section === 'groups' && name === '+new') newGroupPage(t);
     else if (section === 'groups') await groupPage(t, name, signal);
+    else if (section === 'activity') await tenantActivityPage(t, params, signal);
     else if (section === 'ops') await opsPage(t, signal);
     else page('Not found', h('h1', {}, 'Not found'), h('p', {}, h('a', { href: tenantHash(t, 'users') }, 'Users')));
     if (!sub) focusHeading();
@@ -559,11 +560,19 @@ function show(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
-function activityItem(a) {
+function entityLink(t, entity) {
+  const i = entity.indexOf(':');
+  const kind = entity.slice(0, i);
+  const name = entity.slice(i + 1);
+  if (kind !== 'user' && kind !== 'group') return entity;
+  return h('a', { href: tenantHash(t, `${kind}s`, name) }, `${kind} ${name}`);
+}
+
+function activityItem(t, a, withEntity) {
   const changes = Object.entries(a.changes || {});
   return h('li', {},
-    h('div', { class: 'what' }, typeLabels[a.type] || a.type, h('span', { class: 'muted' }, ` · v${a.version}`)),
-    h('div', { class: 'meta' }, 'by ', h('strong', {}, a.actor), ' at ', time(a.occurred_at)),
+    h('div', { class: 'what' }, typeLabels[a.type] || a.type, withEntity ? [' · ', entityLink(t, a.entity)] : null, h('span', { class: 'muted' }, ` · v${a.version}`)),
+    h('div', { class: 'meta' }, 'by ', h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` }, a.actor), ' at ', time(a.occurred_at)),
     changes.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'changes' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Field'), h('th', { scope: 'col' }, 'Old'), h('th', { scope: 'col' }, 'New'))),
       h('tbody', {}, changes.map(([f, c]) => h('tr', {}, h('td', {}, h('code', {}, f)),
@@ -578,17 +587,57 @@ async function activitySection(t, entity, version, sec, signal) {
   let next = null;
   more.addEventListener('click', async () => {
     const { data } = await t.activity({ entity, limit: PAGE, cursor: next }, { signal });
-    list.append(...data.items.map(activityItem));
+    list.append(...data.items.map((x) => activityItem(t, x)));
     next = data.next_cursor;
     more.hidden = !next;
   });
   sec.append(list, more);
   const read = () => t.activity({ entity, limit: PAGE }, { signal });
   const { data } = await until(read, (r) => !version || (r.data.items[0] && r.data.items[0].version >= version), signal);
-  list.append(...data.items.map(activityItem));
+  list.append(...data.items.map((x) => activityItem(t, x)));
   if (!data.items.length) list.append(h('li', { class: 'muted' }, 'No activity recorded.'));
   next = data.next_cursor;
   more.hidden = !next;
+}
+
+// tenantActivityPage answers "who changed what, and when": everything one actor did, or
+// everything on one UTC day, newest first.
+async function tenantActivityPage(t, params, signal) {
+  const actor = params.get('actor') || '';
+  const day = params.get('day') || (actor ? '' : new Date().toISOString().slice(0, 10));
+  const actorIn = h('input', { name: 'actor', id: 'activity-actor', value: actor, autocomplete: 'off' });
+  const dayIn = h('input', { name: 'day', id: 'activity-day', type: 'date', value: day });
+  const form = h('form', { class: 'toolbar', id: 'activity-filter', onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    if (actorIn.value.trim()) q.set('actor', actorIn.value.trim());
+    else if (dayIn.value) q.set('day', dayIn.value);
+    go(`${tenantHash(t, 'activity')}?${q}`);
+  } },
+  h('div', { class: 'grow' }, field('Actor (the sub of a token; bootstrap for the dev token)', actorIn)),
+  h('div', {}, field('or day (UTC)', dayIn)),
+  h('button', { type: 'submit' }, 'Show'));
+  const list = h('ol', { class: 'timeline', id: 'tenant-activity' });
+  const more = h('button', { type: 'button', id: 'older', hidden: true }, 'Show older');
+  page('Activity', h('h1', {}, 'Activity'),
+    h('p', { class: 'muted', id: 'activity-scope' }, actor ? `Everything ${actor} did, newest first.` : `Everything on ${day} (UTC), newest first.`),
+    form, h('section', { class: 'card', 'aria-labelledby': 'activity-scope' }, list, more));
+  const q = actor ? { actor } : { day };
+  let next = null;
+  const load = async () => {
+    try {
+      const { data } = await t.activity({ ...q, limit: PAGE, cursor: next }, { signal });
+      list.append(...data.items.map((x) => activityItem(t, x, true)));
+      if (!next && !data.items.length) list.append(h('li', { class: 'muted' }, 'Nothing recorded.'));
+      next = data.next_cursor;
+      more.hidden = !next;
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      showErrors(form, e);
+    }
+  };
+  more.addEventListener('click', load);
+  await load();
 }
 
 // ---------------------------------------------------------------- groups
