@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -24,6 +25,8 @@ func seed(t *testing.T, in *install) {
 		mustCall(t, 201, "POST", base+"/users", u)
 	}
 	mustCall(t, 201, "POST", base+"/groups", map[string]any{"name": "Admins", "description": "Demo administrators"})
+	waitProjected(t, in, "/users?limit=500", 3)
+	waitProjected(t, in, "/groups?limit=500", 1)
 
 }
 
@@ -187,4 +190,23 @@ func (s shooter) phone(b *browser, ctx context.Context, in *install) {
 	s.take(b, ctx, "console-user-phone")
 	b.run(ctx, "phone users", goHash("#/t/demo/acme/users"), waitText("#users tbody", "jdoe"))
 	s.take(b, ctx, "console-users-phone")
+}
+
+// waitProjected waits until the query API's list at path (of demo/acme) has n items: the
+// views follow the command log a moment later, and the console's first page is a list.
+func waitProjected(t *testing.T, in *install, path string, n int) {
+	t.Helper()
+	var got int
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(mustCall(t, 200, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme"+path, nil), &page); err != nil {
+			t.Fatal(err)
+		}
+		if got = len(page.Items); got == n {
+			return
+		}
+	}
+	t.Fatalf("%s has %d items, want %d", path, got, n)
 }

@@ -173,6 +173,7 @@ func TestSignInWithOIDCAuthorizationCodeAndPKCE(t *testing.T) {
 	}
 	mustCall(t, 201, "POST", in.url("command-api")+"/v1/systems/demo/tenants/acme/users",
 		map[string]any{"username": "asmith", "email": "asmith@example.com", "first_name": "Ann", "last_name": "Smith"})
+	waitProjected(t, in, "/users", 1)
 
 	b := newBrowser(t)
 	a := b.ctx

@@ -22,6 +22,7 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 			"username": fmt.Sprintf("u%02d", i), "email": fmt.Sprintf("u%02d@example.com", i),
 			"first_name": fmt.Sprintf("First%02d", i), "last_name": "Paged"})
 	}
+	waitProjected(t, in, "/users?limit=500", 30)
 	b := newBrowser(t)
 	a := b.ctx
 
@@ -101,5 +102,7 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 		waitText("#tenant-activity li:first-child", "Deleted"))
 	b.run(a, "a day that is not a date is refused next to the field",
 		goHash("#/t/demo/acme/activity?day=2026-13-45"), waitFor(`#activity-filter [name="day"][aria-invalid="true"]`))
+	b.run(a, "an unknown user's page says so",
+		goHash("#/t/demo/acme/users/ghost"), waitText("main h1", "Not found"), waitText("main", "user"))
 	b.noErrors()
 }

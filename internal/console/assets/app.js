@@ -109,7 +109,8 @@ async function render() {
     if (!sub) focusHeading();
   } catch (e) {
     if (e.name === 'AbortError') return;
-    page('Error', h('h1', {}, e.status === 404 ? 'Not found' : 'Something went wrong'), problemBox(e),
+    const heading = { 403: 'Not allowed', 404: 'Not found', 503: 'Service unavailable' }[e.status] || 'Something went wrong';
+    page(heading, h('h1', {}, heading), problemBox(e),
       h('p', {}, h('button', { type: 'button', onclick: () => render() }, 'Try again')));
   }
 }
@@ -190,10 +191,10 @@ function conflict(what) {
 }
 
 // until polls read until done(result) holds (a projection catching up with a write the
-// page already knows about), for at most about 5 s; it answers the last result.
+// page already knows about), for at most about 10 s; it answers the last result.
 async function until(read, done, signal) {
   let last;
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 100; i++) {
     last = await read();
     if (done(last)) return last;
     await new Promise((r) => setTimeout(r, 100));
