@@ -143,6 +143,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		waitText("#projector-ready", "Ready"), waitText("#keycloak-sync-ready", "Ready"),
 		waitText("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"), labelled())
 	shots.take(b, a, "console-operations")
+	b.run(a, "today's activity across the tenant",
+		click(`#nav a[href$="/activity"]`), waitText("#tenant-activity li:first-child", "Member added"),
+		waitText("#tenant-activity", "user jdoe"), labelled())
+	shots.take(b, a, "console-activity")
 
 	b.run(a, "delete a user",
 		goHash("#/t/demo/acme/users/rroe"), waitText("#user-facts", "rroe@example.com"),
