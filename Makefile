@@ -12,7 +12,7 @@ DECODE_FUZZ ?= 150000x
 QUERY_FUZZ ?= 50000x
 BENCH_SCALE ?= full
 
-.PHONY: all build run test vet fmt-check unit fuzz bench clean dynamodb-local
+.PHONY: all build run test vet fmt-check unit fuzz bench clean dynamodb-local chromium console-screenshots
 
 all: build
 
@@ -27,8 +27,16 @@ run: build
 dynamodb-local:
 	scripts/dynamodb-local.sh install
 
+# Debian's chromium, for the web console's browser test (test/console).
+chromium:
+	scripts/chromium.sh >/dev/null
+
+# Runs the console's browser test and writes its screenshots into docs/.
+console-screenshots: dynamodb-local chromium
+	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleInABrowser$$' ./test/console
+
 # Every test. Each test package that touches storage starts its own DynamoDB Local.
-test: dynamodb-local vet fmt-check unit fuzz
+test: dynamodb-local chromium vet fmt-check unit fuzz
 
 vet:
 	$(GO) vet ./...

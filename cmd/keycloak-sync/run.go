@@ -39,7 +39,9 @@ Environment: SSO_TABLE_PREFIX, SSO_KEYCLOAK_SYNC_ADDR (default 127.0.0.1:8083),
 SSO_SECRET_KEY or SSO_KMS_KEY_ID (to open client secrets and passwords),
 SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.2: a
 reconcile refuses to delete more than this share of a realm's managed users),
-SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms), SSO_LOG_LEVEL, AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
+SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms), SSO_LOG_LEVEL,
+SSO_CORS_ORIGINS (browser origins, e.g. the web console's, that may read /metrics,
+/healthz, /readyz), AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -171,7 +173,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Service: "keycloak-sync", Addr: a.cfg.Addr, Log: a.log, Registry: a.reg, Subscriber: sub,
 		Handle:   a.handler.HandleMessage,
 		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
-		OnListen: onListen,
+		OnListen: onListen, CORSOrigins: a.cfg.CORSOrigins,
 		Background: []func(context.Context){
 			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
 			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, sub.DeadLetters(), a.handler, a.log) },
