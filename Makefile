@@ -23,7 +23,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES))
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES)) ./cmd/ssodirctl
 
 # Starts DynamoDB Local, the four services and a demo tenant; Ctrl-C stops everything.
 run: build
