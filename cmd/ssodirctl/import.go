@@ -20,7 +20,7 @@ import (
 
 func importCommand(s *settings) *cobra.Command {
 	cmd := group("import", "Bring users and groups in from files or from an existing Keycloak realm")
-	cmd.AddCommand(importUsers(s), importGroups(s))
+	cmd.AddCommand(importUsers(s), importGroups(s), importKeycloak(s))
 	return cmd
 }
 
