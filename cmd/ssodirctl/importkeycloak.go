@@ -32,7 +32,7 @@ type kcPlan struct {
 type kcGroup struct {
 	kc     keycloak.Group
 	exists bool
-	dir *client.Group // set once created (or found from this import's earlier run)
+	dir    *client.Group // set once created (or found from this import's earlier run)
 	// version is the group's directory version after the import's memberships.
 	version int64
 }
