@@ -24,6 +24,15 @@ func TestUsersGroupsAndTenants(t *testing.T) {
 	if tn.TenantID != "eu" || tn.Status != "active" {
 		t.Fatalf("tenant %+v", tn)
 	}
+	kcArgs := []string{"tenants", "set-keycloak", "eu", "--keycloak-url", "https://sso.example.com", "--keycloak-realm", "eu", "--keycloak-client-id", "ssodir"}
+	if r := c.fails(exitUsage, kcArgs...); !strings.Contains(r.errOut, "SSODIR_KEYCLOAK_CLIENT_SECRET") {
+		t.Fatalf("without a secret: %q", r.errOut)
+	}
+	c.env["SSODIR_KEYCLOAK_CLIENT_SECRET"] = "s3cret"
+	if tn := decodeJSON[client.Tenant](t, c.ok(append(kcArgs, "-o", "json")...)); tn.Keycloak == nil || tn.Keycloak.Realm != "eu" || tn.Keycloak.ClientSecret != "" {
+		t.Fatalf("set-keycloak: %+v", tn)
+	}
+	c.fails(exitConflict, "tenants", "create", "eu") // now there with other settings
 
 	u := decodeJSON[client.User](t, c.ok("users", "create", "JDoe", "--email", "jdoe@example.com", "--first-name", "Jane",
 		"--last-name", "Doe", "--attr", "dept=eng", "--attr", "dept=ops", "-o", "json"))
