@@ -168,6 +168,27 @@ func TestImportKeycloak(t *testing.T) {
 		t.Fatalf("the second run wrote %d directory events", n-before)
 	}
 
+	// A run that stopped after creating jdoe in the directory, before marking it in
+	// Keycloak, is resumed by running it again: the create's Idempotency-Key answers with
+	// the same user, and nothing is written twice.
+	if err := kc.UpdateUser("eu", jdoe, func(u *keycloaktest.User) {
+		delete(u.Attributes, "ssodir_id")
+		delete(u.Attributes, "ssodir_version")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = c.run("", append(args, "-o", "json")...)
+	sum = decodeJSON[importSummary](t, r.out)
+	if r.code != exitIncomplete || sum.Created != 1 || sum.Unchanged != 3 || len(sum.Conflicts) != 4 {
+		t.Fatalf("resumed run: exit %d %+v\n%s", r.code, sum, r.errOut)
+	}
+	if kj, _ := kc.User("eu", jdoe); kj.Attributes["ssodir_id"][0] != dj.ID || kj.Attributes["locale"][0] != "de" {
+		t.Fatalf("Keycloak jdoe after the resumed run %+v", kj)
+	}
+	if n := settled(t, events); n != before {
+		t.Fatalf("the resumed run wrote %d directory events", n-before)
+	}
+
 	// A missing secret is a usage error, found before anything is read.
 	delete(c.env, "SSODIR_KEYCLOAK_CLIENT_SECRET")
 	if r := c.run("", args...); r.code != exitUsage || !strings.Contains(r.errOut, "SSODIR_KEYCLOAK_CLIENT_SECRET") {
