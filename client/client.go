@@ -43,7 +43,9 @@ type Config struct {
 	// Token supplies the bearer token of every /v1 request: StaticToken or
 	// ClientCredentials, or any oauth2.TokenSource.
 	Token oauth2.TokenSource
-	// HTTPClient sends the requests; nil means a client with a 60 s timeout.
+	// HTTPClient sends the requests; nil means a client with a 60 s timeout that keeps up
+	// to 64 idle connections per API (Go's default of two would make concurrent callers,
+	// an import say, open and close a connection per request).
 	HTTPClient *http.Client
 	// MaxAttempts bounds the attempts of one request on 503 and on connection errors of
 	// requests that are safe to send again (5).
@@ -102,7 +104,9 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("ssodir client: %w", err)
 	}
 	if c.http == nil {
-		c.http = &http.Client{Timeout: 60 * time.Second}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		c.http = &http.Client{Timeout: 60 * time.Second, Transport: tr}
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
