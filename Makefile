@@ -11,14 +11,19 @@ API_FUZZ ?= 100000x
 DECODE_FUZZ ?= 150000x
 QUERY_FUZZ ?= 50000x
 BENCH_SCALE ?= full
+# The OpenAPI linter, pinned, installed from npm into the cache beside DynamoDB Local.
+REDOCLY_VERSION := 2.77.0
+CACHE_DIR := $(or $(SSODIR_CACHE_DIR),$(CURDIR)/.cache)
+REDOCLY_DIR := $(CACHE_DIR)/redocly-cli-$(REDOCLY_VERSION)
+REDOCLY := $(REDOCLY_DIR)/node_modules/.bin/redocly
 
-.PHONY: all build run test vet fmt-check unit fuzz bench clean dynamodb-local
+.PHONY: all build run test vet fmt-check lint-openapi unit fuzz bench clean dynamodb-local chromium console-screenshots
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES))
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES)) ./cmd/ssodirctl
 
 # Starts DynamoDB Local, the four services and a demo tenant; Ctrl-C stops everything.
 run: build
@@ -27,8 +32,16 @@ run: build
 dynamodb-local:
 	scripts/dynamodb-local.sh install
 
+# Debian's chromium, for the web console's browser test (test/console).
+chromium:
+	scripts/chromium.sh >/dev/null
+
+# Runs the console's browser test and writes its screenshots into docs/.
+console-screenshots: dynamodb-local chromium
+	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleInABrowser$$' ./test/console
+
 # Every test. Each test package that touches storage starts its own DynamoDB Local.
-test: dynamodb-local vet fmt-check unit fuzz
+test: dynamodb-local chromium vet fmt-check lint-openapi unit fuzz
 
 vet:
 	$(GO) vet ./...
@@ -36,6 +49,17 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# The served OpenAPI document passes Redocly's recommended rules (redocly.yaml) with no
+# error and no warning (redocly itself fails only on errors).
+lint-openapi: $(REDOCLY)
+	@out=$$(REDOCLY_TELEMETRY=off $(REDOCLY) lint --format=summary --config redocly.yaml internal/openapi/openapi.json 2>&1); \
+	status=$$?; problems=$$(echo "$$out" | grep -E '^(error|warning) '); \
+	if [ $$status -ne 0 ] || [ -n "$$problems" ]; then echo "$$out"; echo "redocly lint: the OpenAPI document is not clean"; exit 1; fi; \
+	echo "redocly lint: internal/openapi/openapi.json is clean"
+
+$(REDOCLY):
+	npm install --no-audit --no-fund --prefix $(REDOCLY_DIR) @redocly/cli@$(REDOCLY_VERSION)
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -24,6 +24,8 @@ export SSO_TABLE_PREFIX="${SSO_TABLE_PREFIX:-mbcsso_dev}"
 export SSO_STREAM_POLL="${SSO_STREAM_POLL:-20ms}"
 export SSO_COMMAND_ADDR="${SSO_COMMAND_ADDR:-127.0.0.1:8080}" SSO_QUERY_ADDR="${SSO_QUERY_ADDR:-127.0.0.1:8081}"
 export SSO_PROJECTOR_ADDR="${SSO_PROJECTOR_ADDR:-127.0.0.1:8082}" SSO_KEYCLOAK_SYNC_ADDR="${SSO_KEYCLOAK_SYNC_ADDR:-127.0.0.1:8083}"
+# The web console is served by the query API and calls the other services from the browser.
+export SSO_CORS_ORIGINS="${SSO_CORS_ORIGINS:-http://$SSO_QUERY_ADDR}"
 
 pids=()
 stop() {
@@ -80,6 +82,7 @@ ssodir is running (logs in .data/logs/, Ctrl-C stops everything).
 
   command API    http://$SSO_COMMAND_ADDR      (OpenAPI: /openapi.json)
   query API      http://$SSO_QUERY_ADDR
+  web console    http://$SSO_QUERY_ADDR/console/#/signin?command_api=http://$SSO_COMMAND_ADDR&projector=http://$SSO_PROJECTOR_ADDR&keycloak_sync=http://$SSO_KEYCLOAK_SYNC_ADDR&tenant=demo/acme&token=$token
   projector      http://$SSO_PROJECTOR_ADDR/metrics
   keycloak-sync  http://$SSO_KEYCLOAK_SYNC_ADDR/metrics
   DynamoDB Local $endpoint

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -31,13 +30,18 @@ const usage = `usage:
                                   one full reconcile; --dry-run prints the plan and writes nothing
   keycloak-sync dead-letters list|redrive [--system S [--tenant T]]
                                   records that could not be synced; redrive applies them in order
+  keycloak-sync status [--system S [--tenant T]] [-o table|json]
+                                  per tenant: last reconcile, drift found and repaired,
+                                  parked (realm failing) and why, records waiting
   keycloak-sync --help
 
 Environment: SSO_TABLE_PREFIX, SSO_KEYCLOAK_SYNC_ADDR (default 127.0.0.1:8083),
 SSO_SECRET_KEY or SSO_KMS_KEY_ID (to open client secrets and passwords),
 SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.2: a
 reconcile refuses to delete more than this share of a realm's managed users),
-SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms), SSO_LOG_LEVEL, AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
+SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms), SSO_LOG_LEVEL,
+SSO_CORS_ORIGINS (browser origins, e.g. the web console's, that may read /metrics,
+/healthz, /readyz), AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -51,8 +55,10 @@ type app struct {
 	clients    *dynamo.Clients
 	names      dynamo.Names
 	tenants    *dynamo.Tenants
+	statuses   *dynamo.SyncStatuses
 	reg        *prometheus.Registry
 	realms     *keycloaksync.Realms
+	health     *keycloaksync.Health
 	reconciler *keycloaksync.Reconciler
 	handler    *keycloaksync.Handler
 }
@@ -86,20 +92,39 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if err != nil {
 		return err
 	}
-	a.realms = keycloaksync.NewRealms(a.tenants, box, &http.Client{Timeout: time.Minute}, metrics, log)
-	if a.reconciler, err = keycloaksync.NewReconciler(a.realms, a.tenants, clients.DB, cfg.MaxDeleteShare, a.reg, log); err != nil {
+	a.statuses = dynamo.NewSyncStatuses(clients.DB, a.names)
+	owner := processName()
+	if a.health, err = keycloaksync.NewHealth(a.statuses, owner, a.reg, log); err != nil {
 		return err
 	}
-	a.handler = keycloaksync.NewHandler(a.realms, box, events.NewRegistry())
+	store := dynamo.NewCommandStore(clients.DB, a.names, events.NewRegistry(), 0)
+	a.realms = keycloaksync.NewRealms(a.tenants, box, keycloaksync.NewHTTPClient(), metrics, log)
+	a.reconciler, err = keycloaksync.NewReconciler(keycloaksync.ReconcilerConfig{
+		Realms: a.realms, Tenants: a.tenants, DB: clients.DB, Store: store, Statuses: a.statuses, Health: a.health,
+		MaxDeleteShare: cfg.MaxDeleteShare, Owner: owner, Registerer: a.reg, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	a.handler = keycloaksync.NewHandler(keycloaksync.HandlerConfig{
+		Realms: a.realms, Secrets: box, Registry: events.NewRegistry(), Store: store, Health: a.health, Park: streams.Park,
+	})
 
 	if len(args) == 0 {
 		return a.serve(ctx, onListen)
 	}
 	switch args[0] {
 	case "reconcile":
+		// A reconcile records its outcome for `keycloak-sync status`, also when no service
+		// has created the status table yet.
+		if err := dynamo.EnsureTable(ctx, a.clients.DB, dynamo.KeycloakSyncStatusTable(a.statuses.Table())); err != nil {
+			return fmt.Errorf("prepare the status table: %w", err)
+		}
 		return a.reconcile(ctx, args[1:], stdout)
 	case "dead-letters":
 		return streams.DeadLetterCommand(ctx, args[1:], stdout, streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
+	case "status":
+		return a.status(ctx, args[1:], stdout)
 	}
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
 }
@@ -110,6 +135,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.Prefix+"_stream_leases", a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err := errors.Join(dynamo.EnsureTable(tctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())),
+		dynamo.EnsureTable(tctx, a.clients.DB, dynamo.KeycloakSyncStatusTable(a.statuses.Table())),
 		streams.EnsureTables(tctx, a.clients.DB, leases, deadLetters))
 	cancel()
 	if err != nil {
@@ -136,6 +162,8 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		// A membership can arrive before its user or group exists in Keycloak (they are
 		// other aggregates, synced side by side): give such records minutes, not seconds,
 		// before they become dead letters.
+		// A realm that fails as a whole parks its tenant (keycloaksync.Health), which does
+		// not use up attempts.
 		MaxAttempts: 12, RetryBackoff: 500 * time.Millisecond, MaxRetryBackoff: 30 * time.Second,
 	})
 	if err != nil {
@@ -145,34 +173,12 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Service: "keycloak-sync", Addr: a.cfg.Addr, Log: a.log, Registry: a.reg, Subscriber: sub,
 		Handle:   a.handler.HandleMessage,
 		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
-		OnListen: onListen,
+		OnListen: onListen, CORSOrigins: a.cfg.CORSOrigins,
 		Background: []func(context.Context){
 			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
-			func(ctx context.Context) { a.redriveLoop(ctx, sub.DeadLetters()) },
+			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, sub.DeadLetters(), a.handler, a.log) },
 		},
 	}.Run(ctx)
-}
-
-// redriveInterval is how often dead letters are re-driven automatically. Syncing an event
-// again is idempotent, so after a Keycloak outage the parked records of an aggregate flow
-// again by themselves instead of waiting for an operator.
-const redriveInterval = time.Minute
-
-func (a *app) redriveLoop(ctx context.Context, dl *streams.DeadLetters) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(redriveInterval):
-		}
-		res, err := dl.Redrive(ctx, streams.DeadLetterFilter{}, a.handler.Apply)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			a.log.Warn("re-drive dead letters", zap.Error(err))
-		case res.Applied > 0 || len(res.Failed) > 0:
-			a.log.Info("re-drove dead letters", zap.Int("applied", res.Applied), zap.Int("still_failing", len(res.Failed)))
-		}
-	}
 }
 
 func (a *app) reconcile(ctx context.Context, args []string, stdout io.Writer) error {

@@ -31,7 +31,8 @@ const usage = `usage:
 Environment: SSO_TABLE_PREFIX, SSO_PROJECTOR_ADDR (default 127.0.0.1:8082),
 SSO_ACTIVITY_RETENTION (default 2160h; 0 keeps forever), SSO_STREAM_LEASE (default
 10s: how long a silent process keeps its shards), SSO_STREAM_POLL (default 250ms:
-the pause after an empty stream page), SSO_LOG_LEVEL,
+the pause after an empty stream page), SSO_LOG_LEVEL, SSO_CORS_ORIGINS (browser
+origins, e.g. the web console's, that may read /metrics, /healthz, /readyz),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -127,7 +128,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Service: "projector", Addr: a.cfg.Addr, Log: a.log, Registry: reg, Subscriber: sub,
 		Handle:   a.handler.HandleMessage,
 		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
-		OnListen: onListen,
+		OnListen: onListen, CORSOrigins: a.cfg.CORSOrigins,
 	}.Run(ctx)
 }
 

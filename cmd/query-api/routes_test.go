@@ -33,8 +33,8 @@ func TestEveryRoute(t *testing.T) {
 		f.CreateGroup("Site Admins", "people who run the site"),
 		f.AddMember("Site Admins", "jdoe"),
 	)
-	userKeys := []string{"attributes", "created_at", "email", "first_name", "is_active", "last_name", "updated_at", "username", "version"}
-	groupKeys := []string{"attributes", "created_at", "description", "name", "updated_at", "version"}
+	userKeys := []string{"attributes", "created_at", "email", "first_name", "id", "is_active", "last_name", "updated_at", "username", "version"}
+	groupKeys := []string{"attributes", "created_at", "description", "id", "name", "updated_at", "version"}
 
 	tests := []struct {
 		name   string

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/console"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/openapi"
@@ -38,6 +39,7 @@ Environment:
   SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
   SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
   SSO_CORS_ORIGINS          browser origins allowed to call the API
+  SSO_CONSOLE_CLIENT_ID     public OIDC client the web console (/console/) signs in with
   SSO_LOG_LEVEL             debug|info|warn|error (default info)
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
 `
@@ -100,6 +102,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)
+	if err := console.Register(e, console.Config{OIDCIssuer: cfg.OIDCIssuer, ClientID: cfg.ConsoleClientID}); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -70,7 +70,7 @@ func newBench(ctx context.Context, log io.Writer, binDir string) (*bench, error)
 		return nil, err
 	}
 	// No -race: the services are measured as they run in production.
-	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/query-api", "./cmd/projector", "./cmd/keycloak-sync")
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/query-api", "./cmd/projector", "./cmd/keycloak-sync", "./cmd/ssodirctl")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		if !keep {

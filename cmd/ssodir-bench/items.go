@@ -174,6 +174,44 @@ func seedUsers(ctx context.Context, db *dynamodb.Client, table string, users []e
 	return batchWrite(ctx, db, table, 8, items)
 }
 
+// groupConfig mirrors the command store's group `config` item (internal/dynamo groupItem).
+func groupConfig(g events.Group) item {
+	return item{"id": s(dynamo.GroupID(g.Key)), "sk": s(dynamo.SKConfig), "type": s("group"), "group_id": s(g.ID),
+		"key": s(g.Key), "name": s(g.Name), "description": s(g.Description), "version": n(g.Version),
+		"created_at": s(dynamo.FormatTime(g.CreatedAt)), "updated_at": s(dynamo.FormatTime(g.UpdatedAt)),
+		"deleted": &types.AttributeValueMemberBOOL{Value: false}, "last_deleted_version": n(0), "sso_type": s("keycloak")}
+}
+
+// memberItem mirrors the command store's membership item in a group's partition.
+func memberItem(e *events.GroupMemberAdded, version int64) item {
+	return item{"id": s(dynamo.GroupID(e.Group.Key)), "sk": s(dynamo.MemberSK(e.Username)), "member_id": s(e.Username),
+		"user_id": s(e.UserID), "membership_rev": n(e.MembershipRev), "group_version": n(version),
+		"added_at": s(dynamo.FormatTime(e.Group.UpdatedAt))}
+}
+
+// seedWriteModel writes the write model the events of seedDirectory leave behind: the
+// users' and groups' config items and the memberships, which a reconcile re-checks its
+// actions against.
+func seedWriteModel(ctx context.Context, db *dynamodb.Client, table string, es []events.Envelope) error {
+	groups := map[string]events.Group{}
+	var items []item
+	for _, e := range es {
+		switch p := e.Payload.(type) {
+		case *events.UserCreated:
+			items = append(items, userConfig(p.User))
+		case *events.GroupCreated:
+			groups[p.Group.Key] = p.Group
+		case *events.GroupMemberAdded:
+			groups[p.Group.Key] = p.Group
+			items = append(items, memberItem(p, e.Version))
+		}
+	}
+	for _, g := range groups {
+		items = append(items, groupConfig(g))
+	}
+	return batchWrite(ctx, db, table, 8, items)
+}
+
 // checkShapes compares the attribute names of a user's items as the command store wrote
 // them with those the raw baseline writes, so that a change to the store's items cannot
 // leave the baseline measuring something else.

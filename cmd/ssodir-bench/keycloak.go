@@ -49,19 +49,25 @@ func benchKeycloak(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	if _, err := newRealm("warm"); err != nil {
 		return nil, err
 	}
-	users, err := seedReadModel(ctx, e, sc.KeycloakUsers, sc.KeycloakGroups)
+	users, es, err := seedDirectory(ctx, e, sc.KeycloakUsers, sc.KeycloakGroups)
 	if err != nil {
+		return nil, err
+	}
+	// A reconcile re-checks each action against the write model before it applies it.
+	if err := seedWriteModel(ctx, e.db, e.commandsTable(), es); err != nil {
 		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 2 * keycloakWorkers
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
+	var filled string // the realm the last reconcile filled, which the tenant points at
 	reconcile := func() (map[string]float64, error) {
 		name, err := newRealm("sync")
 		if err != nil {
 			return nil, err
 		}
+		filled = name
 		before := e.cpu()
 		run, err := e.runOnce(ctx, "keycloak-sync", "reconcile", "--system", benchSystem, "--tenant", benchTenant)
 		if err != nil {
@@ -133,7 +139,151 @@ func benchKeycloak(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		}
 		r.add(fig, base)
 	}
-	return []*result{r}, nil
+	steady, err := benchSteadyReconciles(ctx, e, kc, hc, sc, users, func() string { return filled })
+	if err != nil {
+		return nil, err
+	}
+	return append([]*result{r}, steady...), nil
+}
+
+// benchSteadyReconciles measures what a reconcile costs once a realm is in step: one of an
+// unchanged realm (GETs only, page by page), and one after 1 % of its users drifted
+// (exactly one write per change). The baseline is the same pages read straight through
+// net/http, the least any reconcile must read.
+func benchSteadyReconciles(ctx context.Context, e *env, kc *keycloaktest.Server, hc *http.Client, sc scale,
+	users []events.User, realm func() string) ([]*result, error) {
+	drifted := max(1, len(users)/100)
+	run := func(changes int) (map[string]float64, error) {
+		name := realm()
+		for i := range changes {
+			u, ok := kc.UserByUsername(name, users[(i*len(users))/changes].Username)
+			if !ok {
+				return nil, fmt.Errorf("drift: %s is not in realm %s", users[i].Username, name)
+			}
+			if err := kc.UpdateUser(name, u.ID, func(u *keycloaktest.User) { u.FirstName += " (edited in Keycloak)" }); err != nil {
+				return nil, err
+			}
+		}
+		kc.ResetRequests()
+		before := e.cpu()
+		r, err := e.runOnce(ctx, "keycloak-sync", "reconcile", "--system", benchSystem, "--tenant", benchTenant)
+		if err != nil {
+			return nil, err
+		}
+		gets := kc.CountRequests(http.MethodGet, keycloaktest.AdminPath(name, ""))
+		writes := len(kc.AdminRequests()) - gets
+		if writes != changes {
+			return nil, fmt.Errorf("reconcile of %d changes made %d writes", changes, writes)
+		}
+		fig := map[string]float64{"per_s": float64(len(users)) / r.took.Seconds(), "wall_s": r.took.Seconds(),
+			"gets": float64(gets), "writes": float64(writes), "changes": float64(changes)}
+		e.addCPU(fig, before, len(users))
+		return fig, nil
+	}
+	raw := func() (map[string]float64, error) {
+		start := time.Now()
+		gets, err := rawReadRealm(ctx, hc, kc.URL(), realm())
+		if err != nil {
+			return nil, err
+		}
+		took := time.Since(start)
+		return map[string]float64{"per_s": float64(len(users)) / took.Seconds(), "wall_s": took.Seconds(), "gets": float64(gets)}, nil
+	}
+	var out []*result
+	for _, changes := range []int{0, drifted} {
+		r := &result{Unit: "users/s", BaselineUnit: "users/s",
+			BaselineWhat: "the same pages (users, groups, members of each group; 500 a page) read straight through net/http, one after another",
+			Notes: []string{"gets and writes are the Admin API requests the reconcile made; a run whose writes differ from its changes fails the bench",
+				"the reconcile's wall time includes process start and reading the read model"}}
+		if changes == 0 {
+			r.Name = fmt.Sprintf("keycloak reconcile of an unchanged %s-user realm", quantity(len(users)))
+			r.What = "keycloak-sync reconcile (the binary, start to exit) of a realm already in step: GETs only, page by page"
+		} else {
+			r.Name = fmt.Sprintf("keycloak reconcile of a %s-user realm with 1%% drift", quantity(len(users)))
+			r.What = fmt.Sprintf("keycloak-sync reconcile after %d users' first names were edited in Keycloak: one PUT per change, nothing more", changes)
+		}
+		for rep := range sc.Reps {
+			var fig, base map[string]float64
+			err := alternate(rep, func() (err error) {
+				fig, err = run(changes)
+				return err
+			}, func() (err error) {
+				base, err = raw()
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.Name, err)
+			}
+			r.add(fig, base)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// rawReadRealm reads every page a reconcile reads, and returns how many requests it made.
+func rawReadRealm(ctx context.Context, hc *http.Client, base, realm string) (int, error) {
+	token, err := fetchToken(ctx, hc, base, realm)
+	if err != nil {
+		return 0, err
+	}
+	gets := 0
+	page := func(path string, out any) (int, error) {
+		gets++
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+keycloaktest.AdminPath(realm, path), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var items []json.RawMessage
+		if err := json.NewDecoder(resp.Body).Decode(&items); err != nil {
+			return 0, fmt.Errorf("GET %s: %d: %w", path, resp.StatusCode, err)
+		}
+		if out != nil {
+			for _, it := range items {
+				var g struct{ ID string }
+				if err := json.Unmarshal(it, &g); err != nil {
+					return 0, err
+				}
+				*out.(*[]string) = append(*out.(*[]string), g.ID)
+			}
+		}
+		return len(items), nil
+	}
+	const size = 500
+	var groups []string
+	for first := 0; ; first += size {
+		n, err := page(fmt.Sprintf("/groups?briefRepresentation=false&first=%d&max=%d", first, size), &groups)
+		if err != nil || n < size {
+			if err != nil {
+				return 0, err
+			}
+			break
+		}
+	}
+	for first := 0; ; first += size {
+		n, err := page(fmt.Sprintf("/users?briefRepresentation=false&first=%d&max=%d", first, size), nil)
+		if err != nil {
+			return 0, err
+		}
+		if n < size {
+			break
+		}
+	}
+	for _, g := range groups {
+		for first := 0; ; first += size {
+			n, err := page(fmt.Sprintf("/groups/%s/members?first=%d&max=%d", g, first, size), nil)
+			if err != nil {
+				return 0, err
+			}
+			if n < size {
+				break
+			}
+		}
+	}
+	return gets, nil
 }
 
 // doubleHost lets the bench start keycloaktest's double outside a test: its constructor

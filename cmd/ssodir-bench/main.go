@@ -44,6 +44,7 @@ var scenarios = []scenario{
 	{"catchup", benchCatchup},
 	{"replay", benchReplay},
 	{"keycloak", benchKeycloak},
+	{"import", benchImport},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -82,6 +82,12 @@ func benchReads(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 // projector's own code (projections.ApplyBatch), as the projector would have written it
 // from the command log.
 func seedReadModel(ctx context.Context, e *env, n, g int) ([]events.User, error) {
+	users, _, err := seedDirectory(ctx, e, n, g)
+	return users, err
+}
+
+// seedDirectory is seedReadModel that also returns the events it projected.
+func seedDirectory(ctx context.Context, e *env, n, g int) ([]events.User, []events.Envelope, error) {
 	p := projections.New(e.db, projections.Options{})
 	tables := projections.Tables{Users: e.usersTable(), Activities: e.activitiesTable()}
 	at := time.Now().UTC().Truncate(time.Millisecond)
@@ -104,10 +110,10 @@ func seedReadModel(ctx context.Context, e *env, n, g int) ([]events.User, error)
 	}
 	for chunk := range slices.Chunk(es, 500) {
 		if err := p.ApplyBatch(ctx, tables, chunk); err != nil {
-			return nil, fmt.Errorf("seed the read model: %w", err)
+			return nil, nil, fmt.Errorf("seed the read model: %w", err)
 		}
 	}
-	return users, nil
+	return users, es, nil
 }
 
 func groupName(i int) string { return fmt.Sprintf("group-%03d", i) }

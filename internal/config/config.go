@@ -170,14 +170,20 @@ func (r *reader) http(addrVar, defAddr string) HTTP {
 	if h.BootstrapToken == "" && h.OIDCIssuer == "" {
 		r.fail("set SSO_OIDC_ISSUER (and SSO_OIDC_AUDIENCE) or SSO_BOOTSTRAP_TOKEN: no request could be authenticated")
 	}
-	if o := r.str("SSO_CORS_ORIGINS", ""); o != "" {
-		for _, origin := range strings.Split(o, ",") {
-			if origin = strings.TrimSpace(origin); origin != "" {
-				h.CORSOrigins = append(h.CORSOrigins, origin)
-			}
+	h.CORSOrigins = r.corsOrigins()
+	return h
+}
+
+// corsOrigins reads SSO_CORS_ORIGINS: the browser origins (the web console's) allowed to
+// call a service.
+func (r *reader) corsOrigins() []string {
+	var origins []string
+	for _, origin := range strings.Split(r.str("SSO_CORS_ORIGINS", ""), ",") {
+		if origin = strings.TrimSpace(origin); origin != "" {
+			origins = append(origins, origin)
 		}
 	}
-	return h
+	return origins
 }
 
 // CommandAPI is cmd/command-api's configuration.
@@ -222,6 +228,10 @@ type QueryAPI struct {
 	// (SSO_MIN_VERSION_WAITERS_PER_TENANT, default 128); beyond them a read is answered
 	// 503 with Retry-After at once.
 	MaxWaiters, MaxTenantWaiters int
+	// ConsoleClientID is the public OIDC client the web console signs in with
+	// (SSO_CONSOLE_CLIENT_ID, Authorization Code with PKCE against SSO_OIDC_ISSUER); empty
+	// means the console offers the development token only.
+	ConsoleClientID string
 }
 
 // LoadQueryAPI reads QueryAPI from env.
@@ -234,6 +244,10 @@ func LoadQueryAPI(env Env) (QueryAPI, error) {
 	_, c.SecretKeySet = env("SSO_SECRET_KEY")
 	c.MaxWaiters = r.positive("SSO_MIN_VERSION_WAITERS", 512)
 	c.MaxTenantWaiters = r.positive("SSO_MIN_VERSION_WAITERS_PER_TENANT", 128)
+	c.ConsoleClientID = r.str("SSO_CONSOLE_CLIENT_ID", "")
+	if c.ConsoleClientID != "" && c.OIDCIssuer == "" {
+		r.fail("SSO_CONSOLE_CLIENT_ID needs SSO_OIDC_ISSUER (the issuer the console signs in at)")
+	}
 	return c, r.err()
 }
 
@@ -249,12 +263,14 @@ type Projector struct {
 	// 250ms). AWS allows 5 GetRecords calls per second per shard, shared by all consumers;
 	// a local DynamoDB takes far more, and a short pause means a short lag.
 	PollInterval time.Duration
+	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
+	CORSOrigins []string
 }
 
 // LoadProjector reads Projector from env.
 func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
-	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082")}
+	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
 	c.LeaseDuration, c.PollInterval = r.stream()
 	return c, r.err()
@@ -283,12 +299,14 @@ type KeycloakSync struct {
 	MaxDeleteShare float64
 	LeaseDuration  time.Duration
 	PollInterval   time.Duration
+	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
+	CORSOrigins []string
 }
 
 // LoadKeycloakSync reads KeycloakSync from env.
 func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 	r := &reader{env: env}
-	c := KeycloakSync{Common: r.common(keyRequired), Addr: r.addr("SSO_KEYCLOAK_SYNC_ADDR", "127.0.0.1:8083")}
+	c := KeycloakSync{Common: r.common(keyRequired), Addr: r.addr("SSO_KEYCLOAK_SYNC_ADDR", "127.0.0.1:8083"), CORSOrigins: r.corsOrigins()}
 	c.ReconcileInterval = r.duration("SSO_RECONCILE_INTERVAL", 15*time.Minute)
 	if c.ReconcileInterval < time.Second {
 		r.fail("SSO_RECONCILE_INTERVAL: must be at least 1s")

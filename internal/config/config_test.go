@@ -36,6 +36,8 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadCommandAPI(e); return err }, []string{"SSO_IDEMPOTENCY_KEY"}},
 		{"the command API starts with KMS and an idempotency key", map[string]string{"SSO_KMS_KEY_ID": "k", "SSO_IDEMPOTENCY_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t"},
 			func(e Env) error { _, err := LoadCommandAPI(e); return err }, nil},
+		{"the console's client id needs an issuer", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_CONSOLE_CLIENT_ID": "ssodir-console"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
 		{"a bad retention is refused", map[string]string{"SSO_ACTIVITY_RETENTION": "ninety days"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_ACTIVITY_RETENTION"}},
 		{"the delete share must be a fraction", map[string]string{"SSO_SECRET_KEY": key32, "SSO_RECONCILE_MAX_DELETE_SHARE": "2"},
@@ -76,6 +78,13 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Addr != "127.0.0.1:8080" || c.HistoryRetention != 0 || len(c.CORSOrigins) != 2 || c.CORSOrigins[1] != "https://b" || c.IdempotencyKey != nil {
 		t.Errorf("command API defaults: %+v", c)
+	}
+	k, err := LoadKeycloakSync(Map(map[string]string{"SSO_SECRET_KEY": key32, "SSO_CORS_ORIGINS": "http://127.0.0.1:8081"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.CORSOrigins) != 1 || k.CORSOrigins[0] != "http://127.0.0.1:8081" {
+		t.Errorf("keycloak-sync CORS origins: %+v", k.CORSOrigins)
 	}
 }
 

@@ -1,13 +1,21 @@
 // Package keycloak keeps a tenant's Keycloak realm in step with the ssodir directory.
 //
 // It holds a typed client for the part of the Keycloak Admin REST API that ssodir uses
-// (Client), the full reconcile that pages through both sides and plans and applies the
-// differences (NewPlan, Apply), the per-event operations of the event-driven sync
-// (Syncer), and the Prometheus metrics of both (Metrics).
+// (Client); the full reconcile, which reads both sides (ReadRealm, then ReadDirectory),
+// plans the difference as a pure function of the two snapshots (Diff), and applies it
+// (Apply); the per-event operations of the event-driven sync (Syncer); and the Prometheus
+// metrics of both (Metrics).
 //
 // Ownership: every user and group ssodir creates carries the attribute ssodir_id, the
 // directory's immutable id for it. ssodir changes or deletes only objects that carry it;
 // everything else in the realm is left alone.
+//
+// Never older over newer: every object also carries ssodir_version, the directory version
+// it reflects. No write puts a state older than that over it: a plan skips objects Keycloak
+// holds at a newer version, Apply decides every action again against the write model
+// (WriteModel) right before it acts and writes the write model's state, and the Syncer
+// compares versions before it writes; the event path and a reconcile of one realm share
+// per-object Locks. docs/keycloak-sync.md states the rule and its limits.
 package keycloak
 
 import (
@@ -72,6 +80,10 @@ type ClientConfig struct {
 	// workers Apply uses (4).
 	Concurrency int
 
+	// Locks serialises writes to one object among the clients that share it (the event
+	// path's and the reconcile's client of a realm); nil gives the client its own.
+	Locks *Locks
+
 	Logger  *zap.Logger
 	Metrics *Metrics
 }
@@ -128,6 +140,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = defaultConcurrency
+	}
+	if c.Locks == nil {
+		c.Locks = NewLocks()
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -30,6 +31,9 @@ type DirectoryUser struct {
 	// Active false disables the user in Keycloak.
 	Active     bool
 	Attributes map[string][]string
+	// Version is the directory version this state is; it becomes the ssodir_version
+	// attribute, and nothing older than what Keycloak holds is ever written over it.
+	Version int64
 	// Groups holds the directory ids of the user's groups. Reconcile uses it; the
 	// event-driven Syncer.UpsertUser ignores it (memberships arrive as their own events).
 	Groups []string
@@ -42,6 +46,8 @@ type DirectoryGroup struct {
 	Name        string
 	Description string
 	Attributes  map[string][]string
+	// Version is the directory version, as for DirectoryUser.Version.
+	Version int64
 }
 
 // OnDelete is a tenant's on_delete setting: what becomes of a Keycloak user whose
@@ -103,11 +109,12 @@ func desiredUser(du DirectoryUser, current *User, preserve []string) User {
 	// ssodir owns every other attribute of its users: one removed in the directory is
 	// removed in Keycloak.
 	for k, v := range du.Attributes {
-		if len(v) > 0 && k != AttrSsodirID {
+		if len(v) > 0 && !reservedAttribute(k) {
 			u.Attributes[k] = slices.Clone(v)
 		}
 	}
 	u.Attributes[AttrSsodirID] = []string{du.ID}
+	u.Attributes[AttrSsodirVersion] = []string{strconv.FormatInt(du.Version, 10)}
 	return u
 }
 
@@ -119,12 +126,27 @@ func desiredGroup(dg DirectoryGroup, current *Group) Group {
 		g.ID = current.ID
 	}
 	for k, v := range dg.Attributes {
-		if len(v) > 0 && k != AttrSsodirID {
+		if len(v) > 0 && !reservedAttribute(k) {
 			g.Attributes[k] = slices.Clone(v)
 		}
 	}
 	g.Attributes[AttrSsodirID] = []string{dg.ID}
+	g.Attributes[AttrSsodirVersion] = []string{strconv.FormatInt(dg.Version, 10)}
 	return g
+}
+
+// reservedAttribute reports the attributes ssodir writes itself: a directory attribute of
+// the same name is not copied over them.
+func reservedAttribute(k string) bool { return k == AttrSsodirID || k == AttrSsodirVersion }
+
+// versionOf reads an object's ssodir_version; 0 when it has none (an object created
+// before versions were written, or not managed), which any directory version is newer than.
+func versionOf(attrs map[string][]string) int64 {
+	n, err := strconv.ParseInt(firstValue(attrs, AttrSsodirVersion), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // Change is one field that differs, as a reconcile plan shows it.

@@ -1,9 +1,13 @@
 package keycloak
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 )
 
@@ -72,6 +76,41 @@ func StatusCode(err error) int {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.StatusCode
+	}
+	return 0
+}
+
+// RealmUnavailable reports whether err says the realm itself is failing rather than the
+// one request: no answer in time, a connection error, a token endpoint that does not
+// answer, or a 429 or 5xx. A caller that sees it should stop sending that realm work for
+// a while instead of retrying each request (see keycloaksync's parking).
+func RealmUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if code := StatusCode(err); code != 0 {
+		return code == http.StatusTooManyRequests || code >= 500
+	}
+	var te *tokenError
+	if errors.As(err, &te) {
+		return te.retryable()
+	}
+	var pe *permanentError
+	if errors.As(err, &pe) {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET)
+}
+
+// RetryAfterOf is the wait the realm asked for in err (a 429 or 503 with Retry-After), 0
+// when it asked for none.
+func RetryAfterOf(err error) time.Duration {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.RetryAfter
 	}
 	return 0
 }

@@ -26,6 +26,9 @@ type Group struct {
 // SsodirID is the group's ssodir_id attribute, empty for groups ssodir does not manage.
 func (g Group) SsodirID() string { return firstValue(g.Attributes, AttrSsodirID) }
 
+// SsodirVersion is the directory version the group reflects, 0 when it carries none.
+func (g Group) SsodirVersion() int64 { return versionOf(g.Attributes) }
+
 // groupWrite is the body of a group POST or PUT: name, description and attributes, all
 // present, since a group PUT replaces them (description needs Keycloak 26).
 type groupWrite struct {

@@ -74,11 +74,17 @@ func outcomeOf(err error) string {
 	}
 }
 
-func (m *Metrics) driftFound(kind string, n int) {
-	if m == nil || n == 0 {
+// planned counts what a reconcile plan found.
+func (m *Metrics) planned(p *Plan) {
+	if m == nil {
 		return
 	}
-	m.drift.WithLabelValues(kind).Add(float64(n))
+	for _, a := range p.Actions {
+		m.drift.WithLabelValues(string(a.Kind)).Inc()
+	}
+	if n := len(p.Conflicts); n > 0 {
+		m.drift.WithLabelValues("conflict").Add(float64(n))
+	}
 }
 
 func (m *Metrics) retried(reason string) {

@@ -2,13 +2,9 @@ package keycloak
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 )
 
 // ActionKind names what an action does; the values double as metric labels.
@@ -61,6 +57,12 @@ type Action struct {
 	// for objects the plan itself creates (Apply fills them in as it goes).
 	KeycloakUserID  string
 	KeycloakGroupID string
+	// Version is the directory version the action writes (the version of the directory
+	// read it was planned from; Apply writes the write model's version at the time it acts,
+	// which is never older). Found is the ssodir_version Keycloak held when it was read, 0
+	// for objects it did not have or that carry none.
+	Version int64
+	Found   int64
 	// Changes are the fields an update changes.
 	Changes []Change
 	// Groups are the names of the groups a created user is created in: a create carries
@@ -146,14 +148,42 @@ type PlanOptions struct {
 	PreserveAttributes []string
 }
 
-// NewPlan reads the whole directory and the whole realm (paging through users, top-level
-// groups and the members of managed groups) and works out what to change. It only reads:
-// printing the plan is a dry run. Users and groups are matched on ssodir_id; objects
-// without it are never changed, and a name or email they hold is reported as a Conflict.
+// NewPlan reads the whole realm, then the whole directory, and works out what to change
+// (Diff). It only reads: printing the plan is a dry run. The realm is read first so that
+// the directory read is the newer of the two: whatever the event path wrote into the realm
+// before the reconcile began is in the directory read as well, unless the read model
+// lags; Apply re-checks every action against the write model for that case.
 //
 // When the safety valve trips, NewPlan returns the plan (to show what it would have
 // done) together with an error matching ErrSafetyValve; Apply refuses that plan.
 func NewPlan(ctx context.Context, dir Directory, c *Client, opts PlanOptions) (*Plan, error) {
+	if _, err := ParseOnDelete(string(opts.OnDelete)); err != nil {
+		return nil, err
+	}
+	realm, err := ReadRealm(ctx, c, opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	d, err := ReadDirectory(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Diff(realm, d, opts)
+	if p != nil {
+		c.metrics.planned(p)
+	}
+	return p, err
+}
+
+// Diff is the plan that brings the realm in step with the directory: a pure function of
+// the two snapshots. Users and groups are matched on ssodir_id; objects without it are
+// never changed, and a name or email they hold is reported as a Conflict.
+//
+// Never older over newer: an object whose ssodir_version is newer than the directory's
+// version of it (the read model lags behind the event path) is left as it is, and every
+// action carries the directory version it writes (Action.Version) and the one Keycloak
+// held (Action.Found).
+func Diff(realm *RealmSnapshot, dir *DirectorySnapshot, opts PlanOptions) (*Plan, error) {
 	onDelete, err := ParseOnDelete(string(opts.OnDelete))
 	if err != nil {
 		return nil, err
@@ -162,16 +192,13 @@ func NewPlan(ctx context.Context, dir Directory, c *Client, opts PlanOptions) (*
 	if opts.Valve != nil {
 		valve = *opts.Valve
 	}
-	if opts.PageSize <= 0 {
-		opts.PageSize = 500
-	}
 	preserve := opts.PreserveAttributes
 	if preserve == nil {
 		preserve = DefaultPreservedAttributes
 	}
 	b := &planner{
-		c: c, pageSize: opts.PageSize, onDelete: onDelete,
-		plan:          &Plan{Realm: c.Realm(), OnDelete: onDelete, preserve: preserve},
+		onDelete:      onDelete,
+		plan:          &Plan{Realm: realm.Realm, OnDelete: onDelete, preserve: preserve},
 		dirGroups:     map[string]*DirectoryGroup{},
 		dirUsers:      map[string]*DirectoryUser{},
 		kcGroups:      map[string]*Group{},
@@ -185,12 +212,8 @@ func NewPlan(ctx context.Context, dir Directory, c *Client, opts PlanOptions) (*
 		blockedUsers:  map[string]bool{},
 		memberOf:      map[string][]string{},
 	}
-	if err := b.readDirectory(ctx, dir); err != nil {
-		return nil, err
-	}
-	if err := b.readKeycloak(ctx); err != nil {
-		return nil, err
-	}
+	b.indexDirectory(dir)
+	b.indexRealm(realm)
 	b.planGroups()
 	b.planUsers()
 
@@ -206,22 +229,13 @@ func NewPlan(ctx context.Context, dir Directory, c *Client, opts PlanOptions) (*
 		}
 		return a.GroupName < b.GroupName
 	})
-	counts := map[ActionKind]int{}
-	for _, a := range p.Actions {
-		counts[a.Kind]++
-	}
-	for k, n := range counts {
-		c.metrics.driftFound(string(k), n)
-	}
-	c.metrics.driftFound("conflict", len(p.Conflicts))
-
-	removedUsers := counts[ActionDeleteUser] + counts[ActionDisableUser]
+	removedUsers := p.Count(ActionDeleteUser) + p.Count(ActionDisableUser)
 	var refusals []string
 	if valve.trips(removedUsers, p.ManagedUsers) {
 		refusals = append(refusals, fmt.Sprintf("it would remove %d of the realm's %d managed users", removedUsers, p.ManagedUsers))
 	}
-	if valve.trips(counts[ActionDeleteGroup], p.ManagedGroups) {
-		refusals = append(refusals, fmt.Sprintf("it would delete %d of the realm's %d managed groups", counts[ActionDeleteGroup], p.ManagedGroups))
+	if n := p.Count(ActionDeleteGroup); valve.trips(n, p.ManagedGroups) {
+		refusals = append(refusals, fmt.Sprintf("it would delete %d of the realm's %d managed groups", n, p.ManagedGroups))
 	}
 	if len(refusals) > 0 {
 		p.Refused = fmt.Errorf("%w: %s, more than %.0f%% (and more than %d); check the directory, or raise the valve for this run",
@@ -232,8 +246,6 @@ func NewPlan(ctx context.Context, dir Directory, c *Client, opts PlanOptions) (*
 }
 
 type planner struct {
-	c        *Client
-	pageSize int
 	onDelete OnDelete
 	plan     *Plan
 
@@ -255,64 +267,24 @@ type planner struct {
 	memberOf     map[string][]string
 }
 
-func (b *planner) readDirectory(ctx context.Context, dir Directory) error {
-	names := map[string]bool{}
-	for g, err := range dir.Groups(ctx) {
-		if err != nil {
-			return fmt.Errorf("keycloak reconcile: read directory groups: %w", err)
-		}
-		if err := checkID("group", g.ID); err != nil {
-			return err
-		}
-		key := strings.ToLower(g.Name)
-		if g.Name == "" || b.dirGroups[g.ID] != nil || names[key] {
-			return fmt.Errorf("keycloak reconcile: directory group %s (%q) is empty, or its id or name is repeated", g.ID, g.Name)
-		}
-		names[key] = true
-		gc := g
-		b.dirGroups[g.ID] = &gc
-		b.dirGroupOrder = append(b.dirGroupOrder, &gc)
+func (b *planner) indexDirectory(dir *DirectorySnapshot) {
+	for i := range dir.Groups {
+		g := &dir.Groups[i]
+		b.dirGroups[g.ID] = g
+		b.dirGroupOrder = append(b.dirGroupOrder, g)
 	}
-	usernames, emails := map[string]bool{}, map[string]bool{}
-	for u, err := range dir.Users(ctx) {
-		if err != nil {
-			return fmt.Errorf("keycloak reconcile: read directory users: %w", err)
-		}
-		if err := checkID("user", u.ID); err != nil {
-			return err
-		}
-		un, em := strings.ToLower(u.Username), strings.ToLower(u.Email)
-		if un == "" || b.dirUsers[u.ID] != nil || usernames[un] || (em != "" && emails[em]) {
-			return fmt.Errorf("keycloak reconcile: directory user %s (%q) has no username, or its id, username or email is repeated", u.ID, u.Username)
-		}
-		usernames[un] = true
-		if em != "" {
-			emails[em] = true
-		}
-		uc := u
-		b.dirUsers[u.ID] = &uc
-		b.dirUserOrder = append(b.dirUserOrder, &uc)
+	for i := range dir.Users {
+		u := &dir.Users[i]
+		b.dirUsers[u.ID] = u
+		b.dirUserOrder = append(b.dirUserOrder, u)
 	}
-	sort.Slice(b.dirGroupOrder, func(i, j int) bool { return b.dirGroupOrder[i].Name < b.dirGroupOrder[j].Name })
-	sort.Slice(b.dirUserOrder, func(i, j int) bool {
-		return strings.ToLower(b.dirUserOrder[i].Username) < strings.ToLower(b.dirUserOrder[j].Username)
-	})
 	b.plan.DirectoryGroups, b.plan.DirectoryUsers = len(b.dirGroups), len(b.dirUsers)
-	return nil
 }
 
-func (b *planner) readKeycloak(ctx context.Context) error {
-	seen := map[string]bool{}
-	for g, err := range b.c.AllGroups(ctx, b.pageSize) {
-		if err != nil {
-			return fmt.Errorf("keycloak reconcile: read groups: %w", err)
-		}
-		if seen[g.ID] {
-			continue // offset paging over a changing realm can repeat an object
-		}
-		seen[g.ID] = true
-		gp := &g
-		b.kcGroupByName[g.Name] = gp
+func (b *planner) indexRealm(realm *RealmSnapshot) {
+	for i := range realm.Groups {
+		g := &realm.Groups[i]
+		b.kcGroupByName[g.Name] = g
 		id := g.SsodirID()
 		if id == "" {
 			continue
@@ -324,22 +296,13 @@ func (b *planner) readKeycloak(ctx context.Context) error {
 				other.ID, other.Name, g.ID, g.Name, id))
 			continue
 		}
-		b.kcGroups[id] = gp
+		b.kcGroups[id] = g
 	}
-
-	clear(seen)
-	for u, err := range b.c.AllUsers(ctx, UserQuery{}, b.pageSize) {
-		if err != nil {
-			return fmt.Errorf("keycloak reconcile: read users: %w", err)
-		}
-		if seen[u.ID] {
-			continue
-		}
-		seen[u.ID] = true
-		up := &u
-		b.kcByUsername[strings.ToLower(u.Username)] = up
+	for i := range realm.Users {
+		u := &realm.Users[i]
+		b.kcByUsername[strings.ToLower(u.Username)] = u
 		if u.Email != "" {
-			b.kcByEmail[strings.ToLower(u.Email)] = up
+			b.kcByEmail[strings.ToLower(u.Email)] = u
 		}
 		id := u.SsodirID()
 		if id == "" {
@@ -352,34 +315,16 @@ func (b *planner) readKeycloak(ctx context.Context) error {
 				other.ID, other.Username, u.ID, u.Username, id))
 			continue
 		}
-		b.kcUsers[id] = up
+		b.kcUsers[id] = u
 	}
-
-	// Memberships are read per managed group (one paged list each) rather than per user:
-	// a realm has far fewer groups than users.
-	var groups []*Group
 	for id, g := range b.kcGroups {
-		if !b.blockedGroups[id] {
-			groups = append(groups, g)
+		if b.blockedGroups[id] {
+			continue
+		}
+		for _, uid := range realm.Members[g.ID] {
+			b.memberOf[uid] = append(b.memberOf[uid], id)
 		}
 	}
-	var mu sync.Mutex
-	return parallel(ctx, b.c.cfg.Concurrency, len(groups), true, func(ctx context.Context, i int) error {
-		g := groups[i]
-		var ids []string
-		for m, err := range b.c.AllGroupMembers(ctx, g.ID, b.pageSize) {
-			if err != nil {
-				return fmt.Errorf("keycloak reconcile: read members of group %s: %w", g.Name, err)
-			}
-			ids = append(ids, m.ID)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for _, uid := range ids {
-			b.memberOf[uid] = append(b.memberOf[uid], g.SsodirID())
-		}
-		return nil
-	})
 }
 
 func (b *planner) conflict(kind, id, name, reason string) {
@@ -402,6 +347,9 @@ func (b *planner) planGroups() {
 			continue
 		}
 		if kg := b.kcGroups[dg.ID]; kg != nil {
+			if kg.SsodirVersion() > dg.Version {
+				continue // Keycloak is newer than this directory read: the read model lags
+			}
 			want := desiredGroup(*dg, kg)
 			changes := diffGroup(*kg, want)
 			if len(changes) == 0 {
@@ -411,7 +359,8 @@ func (b *planner) planGroups() {
 				b.conflict("group", dg.ID, dg.Name, fmt.Sprintf("cannot rename Keycloak group %q: the name is held by group %s, which ssodir does not manage", kg.Name, h.ID))
 				continue
 			}
-			b.add(Action{Kind: ActionUpdateGroup, GroupID: dg.ID, GroupName: dg.Name, KeycloakGroupID: kg.ID, Changes: changes, dirGroup: dg})
+			b.add(Action{Kind: ActionUpdateGroup, GroupID: dg.ID, GroupName: dg.Name, KeycloakGroupID: kg.ID,
+				Version: dg.Version, Found: kg.SsodirVersion(), Changes: changes, dirGroup: dg})
 			continue
 		}
 		if h := b.kcGroupByName[dg.Name]; h != nil && !b.groupNameFreed(h) {
@@ -419,12 +368,12 @@ func (b *planner) planGroups() {
 			continue
 		}
 		b.groupCreates[dg.ID] = true
-		b.add(Action{Kind: ActionCreateGroup, GroupID: dg.ID, GroupName: dg.Name, dirGroup: dg})
+		b.add(Action{Kind: ActionCreateGroup, GroupID: dg.ID, GroupName: dg.Name, Version: dg.Version, dirGroup: dg})
 	}
 	for id, kg := range b.kcGroups {
 		if b.dirGroups[id] == nil && !b.blockedGroups[id] {
 			b.groupDeletes[id] = true
-			b.add(Action{Kind: ActionDeleteGroup, GroupID: id, GroupName: kg.Name, KeycloakGroupID: kg.ID})
+			b.add(Action{Kind: ActionDeleteGroup, GroupID: id, GroupName: kg.Name, KeycloakGroupID: kg.ID, Found: kg.SsodirVersion()})
 		}
 	}
 }
@@ -503,7 +452,7 @@ func (b *planner) planUsers() {
 				b.conflict("user", du.ID, username, reason)
 				continue
 			}
-			act := Action{Kind: ActionCreateUser, UserID: du.ID, Username: username, dirUser: du}
+			act := Action{Kind: ActionCreateUser, UserID: du.ID, Username: username, Version: du.Version, dirUser: du}
 			for gid := range wantGroups {
 				act.groupIDs = append(act.groupIDs, gid)
 			}
@@ -514,12 +463,18 @@ func (b *planner) planUsers() {
 			b.add(act)
 			continue
 		}
+		// A user Keycloak holds at a newer version than this directory read (the read
+		// model lags) is left as it is, memberships included: they may be as new.
+		if ku.SsodirVersion() > du.Version {
+			continue
+		}
 		want := desiredUser(*du, ku, b.plan.preserve)
 		if changes := diffUser(*ku, want); len(changes) > 0 {
 			if reason := b.taken(ku, want); reason != "" {
 				b.conflict("user", du.ID, username, reason)
 			} else {
-				b.add(Action{Kind: ActionUpdateUser, UserID: du.ID, Username: username, KeycloakUserID: ku.ID, Changes: changes, dirUser: du})
+				b.add(Action{Kind: ActionUpdateUser, UserID: du.ID, Username: username, KeycloakUserID: ku.ID,
+					Version: du.Version, Found: ku.SsodirVersion(), Changes: changes, dirUser: du})
 			}
 		}
 		have := map[string]bool{}
@@ -546,168 +501,10 @@ func (b *planner) planUsers() {
 		}
 		switch {
 		case b.onDelete == OnDeleteDelete:
-			b.add(Action{Kind: ActionDeleteUser, UserID: id, Username: ku.Username, KeycloakUserID: ku.ID})
+			b.add(Action{Kind: ActionDeleteUser, UserID: id, Username: ku.Username, KeycloakUserID: ku.ID, Found: ku.SsodirVersion()})
 		case ku.Enabled:
-			b.add(Action{Kind: ActionDisableUser, UserID: id, Username: ku.Username, KeycloakUserID: ku.ID,
+			b.add(Action{Kind: ActionDisableUser, UserID: id, Username: ku.Username, KeycloakUserID: ku.ID, Found: ku.SsodirVersion(),
 				Changes: []Change{{"enabled", "true", "false"}}})
 		}
 	}
-}
-
-// String is the plan as a readable diff; see WriteTo.
-func (p *Plan) String() string {
-	var sb strings.Builder
-	_, _ = p.WriteTo(&sb)
-	return sb.String()
-}
-
-// WriteTo writes the plan as a readable diff: a summary line, one line per action in the
-// order Apply runs them, then the conflicts:
-//
-//	Keycloak realm "acme": 1 delete_user, 1 update_user, 1 create_user, 1 leave, 1 join; 1 conflict(s)
-//	- delete user old
-//	~ update user jdoe: email jdoe@a.example→jdoe@b.example
-//	+ create user jane in admins, staff
-//	< leave jdoe staff
-//	> join jdoe admins
-//	! conflict user bob: username "bob" is held by Keycloak user … which ssodir does not manage
-func (p *Plan) WriteTo(w io.Writer) (int64, error) {
-	cw := &countWriter{w: w}
-	header := fmt.Sprintf("Keycloak realm %q: ", p.Realm)
-	switch {
-	case p.Empty() && len(p.Conflicts) == 0:
-		header += "in step, nothing to change"
-	default:
-		var parts []string
-		for _, k := range phases {
-			if n := p.Count(k); n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", n, k))
-			}
-		}
-		if len(parts) == 0 {
-			parts = []string{"nothing to change"}
-		}
-		header += strings.Join(parts, ", ")
-		if n := len(p.Conflicts); n > 0 {
-			header += fmt.Sprintf("; %d conflict(s)", n)
-		}
-	}
-	fmt.Fprintln(cw, header)
-	if p.Refused != nil {
-		fmt.Fprintf(cw, "REFUSED: %v\n", p.Refused)
-	}
-	for _, a := range p.Actions {
-		fmt.Fprintln(cw, a.String())
-	}
-	for _, c := range p.Conflicts {
-		fmt.Fprintf(cw, "! conflict %s %s: %s\n", c.Kind, c.Name, c.Reason)
-	}
-	return cw.n, cw.err
-}
-
-// String is the action as one line of a plan.
-func (a Action) String() string {
-	switch a.Kind {
-	case ActionCreateGroup:
-		return "+ create group " + a.GroupName
-	case ActionUpdateGroup:
-		return "~ update group " + a.GroupName + ": " + formatChanges(a.Changes)
-	case ActionDeleteGroup:
-		return "- delete group " + a.GroupName
-	case ActionCreateUser:
-		if len(a.Groups) > 0 {
-			return "+ create user " + a.Username + " in " + strings.Join(a.Groups, ", ")
-		}
-		return "+ create user " + a.Username
-	case ActionUpdateUser:
-		return "~ update user " + a.Username + ": " + formatChanges(a.Changes)
-	case ActionDisableUser:
-		return "- disable user " + a.Username
-	case ActionDeleteUser:
-		return "- delete user " + a.Username
-	case ActionJoin:
-		return "> join " + a.Username + " " + a.GroupName
-	case ActionLeave:
-		return "< leave " + a.Username + " " + a.GroupName
-	}
-	return fmt.Sprintf("? %s %s %s", a.Kind, a.Username, a.GroupName)
-}
-
-func formatChanges(ch []Change) string {
-	parts := make([]string, len(ch))
-	for i, c := range ch {
-		parts[i] = c.Field + " " + displayValue(c.Old) + "→" + displayValue(c.New)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func displayValue(s string) string {
-	if s == "" || strings.ContainsAny(s, " \t\n\"→,") && !strings.HasPrefix(s, "[") {
-		return strconv.Quote(s)
-	}
-	return s
-}
-
-type countWriter struct {
-	w   io.Writer
-	n   int64
-	err error
-}
-
-func (c *countWriter) Write(b []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	c.err = err
-	return n, err
-}
-
-// parallel runs fn for 0..n-1 on up to workers goroutines. With stopOnError the first
-// error cancels the rest and is returned; without, every index runs and the errors are
-// joined.
-func parallel(ctx context.Context, workers, n int, stopOnError bool, fn func(context.Context, int) error) error {
-	if workers < 1 {
-		workers = 1
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	next := make(chan int)
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					if stopOnError {
-						cancel()
-					}
-				}
-			}
-		}()
-	}
-feed:
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if stopOnError && len(errs) > 0 {
-		return errs[0]
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return ctx.Err()
 }

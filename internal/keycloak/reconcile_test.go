@@ -42,6 +42,36 @@ func (d *memDir) Groups(context.Context) iter.Seq2[DirectoryGroup, error] {
 	}
 }
 
+// memDir is its own write model: what it holds now is what Apply re-checks against.
+var _ WriteModel = (*memDir)(nil)
+
+func (d *memDir) User(_ context.Context, username string) (DirectoryUser, bool, error) {
+	for _, u := range d.users {
+		if strings.EqualFold(u.Username, username) {
+			return u, true, nil
+		}
+	}
+	return DirectoryUser{}, false, nil
+}
+
+func (d *memDir) Group(_ context.Context, name string) (DirectoryGroup, bool, error) {
+	for _, g := range d.groups {
+		if strings.EqualFold(g.Name, name) {
+			return g, true, nil
+		}
+	}
+	return DirectoryGroup{}, false, nil
+}
+
+func (d *memDir) Member(ctx context.Context, groupName, username string) (string, string, bool, error) {
+	g, gok, _ := d.Group(ctx, groupName)
+	u, uok, _ := d.User(ctx, username)
+	if gok && uok && slices.Contains(u.Groups, g.ID) {
+		return g.ID, u.ID, true, nil
+	}
+	return "", "", false, nil
+}
+
 func (d *memDir) user(username string) *DirectoryUser {
 	for i := range d.users {
 		if d.users[i].Username == username {
@@ -102,13 +132,13 @@ func planLines(p *Plan) []string {
 }
 
 // reconcile plans and applies, then checks that a second plan finds nothing to do.
-func reconcile(t *testing.T, f *fixture, dir Directory, opts PlanOptions) *Plan {
+func reconcile(t *testing.T, f *fixture, dir *memDir, opts PlanOptions) *Plan {
 	t.Helper()
 	p, err := NewPlan(t.Context(), dir, f.c, opts)
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
-	if _, err := Apply(t.Context(), p, f.c, nil); err != nil {
+	if _, err := Apply(t.Context(), p, f.c, ApplyOptions{Check: dir}); err != nil {
 		t.Fatalf("apply: %v\n%s", err, p)
 	}
 	again, err := NewPlan(t.Context(), dir, f.c, opts)
@@ -171,7 +201,7 @@ func TestReconcileIntoAnEmptyRealm(t *testing.T) {
 	}
 
 	var calls, lastDone, lastTotal int
-	res, err := Apply(t.Context(), p, f.c, func(done, total int) { calls++; lastDone, lastTotal = done, total })
+	res, err := Apply(t.Context(), p, f.c, ApplyOptions{Check: dir, Progress: func(done, total int) { calls++; lastDone, lastTotal = done, total }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +537,7 @@ func TestSafetyValve(t *testing.T) {
 			if p == nil {
 				t.Fatal("no plan returned")
 			}
-			_, err = Apply(t.Context(), p, f.c, nil)
+			_, err = Apply(t.Context(), p, f.c, ApplyOptions{Check: dir})
 			if tt.wantTrip {
 				if !errors.Is(err, ErrSafetyValve) || !strings.Contains(p.String(), "REFUSED") {
 					t.Fatalf("Apply error = %v; plan:\n%s", err, p)
@@ -537,7 +567,7 @@ func TestReconcileStopsWhenTheRealmDropsSsodirID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Apply(t.Context(), p, f.c, nil)
+	res, err := Apply(t.Context(), p, f.c, ApplyOptions{Check: dir})
 	if !errors.Is(err, ErrAttributesDropped) {
 		t.Fatalf("err = %v, want ErrAttributesDropped", err)
 	}
@@ -610,7 +640,7 @@ func TestApplyAdoptsWhatTheEventPathCreatedMeanwhile(t *testing.T) {
 	must(t, s.UpsertGroup(t.Context(), dir.groups[0]))
 	must(t, s.UpsertUser(t.Context(), *dir.user("alice")))
 
-	res, err := Apply(t.Context(), p, f.c, nil)
+	res, err := Apply(t.Context(), p, f.c, ApplyOptions{Check: dir})
 	if err != nil || res.Failed != 0 {
 		t.Fatalf("apply: %+v, %v", res, err)
 	}

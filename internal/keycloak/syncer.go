@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"sync"
 )
 
@@ -115,7 +117,8 @@ func (s *Syncer) findGroup(ctx context.Context, id string) (*Group, error) {
 
 // UpsertUser creates the user in Keycloak, or brings the one that carries its ssodir_id
 // up to date (username, email, names, enabled from Active, attributes). It sends nothing
-// when Keycloak already matches. du.Groups is ignored: memberships arrive as AddMember and
+// when Keycloak already matches, or already holds a newer version (its ssodir_version is
+// above du.Version): an older state is never written over a newer one. du.Groups is ignored: memberships arrive as AddMember and
 // RemoveMember events, and a user event that does not list them must not drop them.
 //
 // A username or email held by a user ssodir does not manage is an error matching
@@ -124,6 +127,7 @@ func (s *Syncer) UpsertUser(ctx context.Context, du DirectoryUser) error {
 	if err := checkID("user", du.ID); err != nil {
 		return err
 	}
+	defer s.c.cfg.Locks.lock(userLock(du.ID))()
 	cur, err := s.findUser(ctx, du.ID)
 	if errors.Is(err, ErrNotFound) {
 		id, _, err := s.c.createManagedUser(ctx, desiredUser(du, nil, s.preserve))
@@ -140,6 +144,9 @@ func (s *Syncer) UpsertUser(ctx context.Context, du DirectoryUser) error {
 	if err != nil {
 		return err
 	}
+	if cur.SsodirVersion() > du.Version {
+		return nil
+	}
 	want := desiredUser(du, cur, s.preserve)
 	if len(diffUser(*cur, want)) == 0 {
 		return nil
@@ -150,12 +157,15 @@ func (s *Syncer) UpsertUser(ctx context.Context, du DirectoryUser) error {
 }
 
 // DeleteUser removes the user's Keycloak account as the tenant's on_delete setting says:
-// deletes it, or disables it. A user not in Keycloak is already gone.
-func (s *Syncer) DeleteUser(ctx context.Context, ssodirID string, onDelete OnDelete) error {
+// deletes it, or disables it, marking it with the delete's version. A user not in Keycloak
+// is already gone. ssodirID names one incarnation of the user, which a delete ends for
+// good, so no later state of it can be lost.
+func (s *Syncer) DeleteUser(ctx context.Context, ssodirID string, version int64, onDelete OnDelete) error {
 	mode, err := ParseOnDelete(string(onDelete))
 	if err != nil {
 		return err
 	}
+	defer s.c.cfg.Locks.lock(userLock(ssodirID))()
 	cur, err := s.findUser(ctx, ssodirID)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -164,10 +174,15 @@ func (s *Syncer) DeleteUser(ctx context.Context, ssodirID string, onDelete OnDel
 		return err
 	}
 	if mode == OnDeleteDisable {
-		if !cur.Enabled {
+		if !cur.Enabled || cur.SsodirVersion() >= version {
 			return nil
 		}
 		cur.Enabled = false
+		cur.Attributes = maps.Clone(cur.Attributes)
+		if cur.Attributes == nil {
+			cur.Attributes = map[string][]string{}
+		}
+		cur.Attributes[AttrSsodirVersion] = []string{strconv.FormatInt(version, 10)}
 		err = s.c.UpdateUser(ctx, *cur)
 		s.c.metrics.operation(string(ActionDisableUser), err)
 		return err
@@ -181,12 +196,13 @@ func (s *Syncer) DeleteUser(ctx context.Context, ssodirID string, onDelete OnDel
 }
 
 // UpsertGroup creates the group in Keycloak, or brings the one that carries its ssodir_id
-// up to date (name, description, attributes). A name held by a group ssodir does not
-// manage is an error matching ErrConflict.
+// up to date (name, description, attributes), unless Keycloak holds a newer version. A
+// name held by a group ssodir does not manage is an error matching ErrConflict.
 func (s *Syncer) UpsertGroup(ctx context.Context, dg DirectoryGroup) error {
 	if err := checkID("group", dg.ID); err != nil {
 		return err
 	}
+	defer s.c.cfg.Locks.lock(groupLock(dg.ID))()
 	cur, err := s.findGroup(ctx, dg.ID)
 	if errors.Is(err, ErrNotFound) {
 		id, err := s.c.createManagedGroup(ctx, desiredGroup(dg, nil))
@@ -200,6 +216,9 @@ func (s *Syncer) UpsertGroup(ctx context.Context, dg DirectoryGroup) error {
 	if err != nil {
 		return err
 	}
+	if cur.SsodirVersion() > dg.Version {
+		return nil
+	}
 	want := desiredGroup(dg, cur)
 	if len(diffGroup(*cur, want)) == 0 {
 		return nil
@@ -212,6 +231,7 @@ func (s *Syncer) UpsertGroup(ctx context.Context, dg DirectoryGroup) error {
 // DeleteGroup deletes the group and, with it, its memberships. A group not in Keycloak is
 // already gone.
 func (s *Syncer) DeleteGroup(ctx context.Context, ssodirID string) error {
+	defer s.c.cfg.Locks.lock(groupLock(ssodirID))()
 	cur, err := s.findGroup(ctx, ssodirID)
 	if errors.Is(err, ErrNotFound) {
 		return nil

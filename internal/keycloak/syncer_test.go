@@ -79,22 +79,22 @@ func TestSyncerUsers(t *testing.T) {
 		}
 	})
 	t.Run("on_delete=disable disables, and again changes nothing", func(t *testing.T) {
-		must(t, s.DeleteUser(ctx, "u1", OnDeleteDisable))
+		must(t, s.DeleteUser(ctx, "u1", 9, OnDeleteDisable))
 		if got, _ := f.kc.User(realm, u.ID); got.Enabled {
 			t.Fatalf("not disabled: %+v", got)
 		}
 		f.kc.ResetRequests()
-		must(t, s.DeleteUser(ctx, "u1", OnDeleteDisable))
+		must(t, s.DeleteUser(ctx, "u1", 9, OnDeleteDisable))
 		if n := writes(f); n != 0 {
 			t.Fatalf("%d writes for an already disabled user", n)
 		}
 	})
 	t.Run("on_delete=delete deletes, and again is fine", func(t *testing.T) {
-		must(t, s.DeleteUser(ctx, "u1", OnDeleteDelete))
+		must(t, s.DeleteUser(ctx, "u1", 9, OnDeleteDelete))
 		if _, ok := f.kc.User(realm, u.ID); ok {
 			t.Fatal("not deleted")
 		}
-		must(t, s.DeleteUser(ctx, "u1", OnDeleteDelete))
+		must(t, s.DeleteUser(ctx, "u1", 9, OnDeleteDelete))
 	})
 }
 

@@ -16,6 +16,11 @@ import (
 // its value is the directory's immutable id for the object.
 const AttrSsodirID = "ssodir_id"
 
+// AttrSsodirVersion is the directory version a managed user or group reflects. Every
+// writer compares it before writing, so that a state older than the one Keycloak holds is
+// never written over it (a redelivered event, a stale reconcile, a lease handover).
+const AttrSsodirVersion = "ssodir_version"
+
 // User is Keycloak's UserRepresentation, reduced to the fields ssodir reads or writes.
 //
 // Keycloak's PUT replaces: since Keycloak 24 a user PUT clears the profile fields it does
@@ -41,6 +46,9 @@ type User struct {
 
 // SsodirID is the user's ssodir_id attribute, empty for users ssodir does not manage.
 func (u User) SsodirID() string { return firstValue(u.Attributes, AttrSsodirID) }
+
+// SsodirVersion is the directory version the user reflects, 0 when it carries none.
+func (u User) SsodirVersion() int64 { return versionOf(u.Attributes) }
 
 func firstValue(attrs map[string][]string, key string) string {
 	if v := attrs[key]; len(v) > 0 {

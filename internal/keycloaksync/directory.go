@@ -1,6 +1,11 @@
 // Package keycloaksync is the keycloak-sync process's logic: it turns each tenant's
-// directory events into Keycloak calls (through internal/keycloak's Syncer), and runs full
-// reconciles of a tenant's realm against its read model.
+// directory events into Keycloak calls (Handler, through internal/keycloak's Syncer),
+// writing the write model's current state rather than the record's; parks a tenant whose
+// realm fails, so that its records wait in order without holding delivery slots (Health);
+// runs full reconciles of each tenant's realm against its read model, spread over the
+// interval and re-checked action by action against the write model (Reconciler); re-drives
+// dead letters tenant by tenant (Redrive); and records what it did per tenant for
+// `keycloak-sync status`. docs/keycloak-sync.md has the rules.
 package keycloaksync
 
 import (
@@ -69,7 +74,7 @@ func (d *Directory) Groups(ctx context.Context) iter.Seq2[keycloak.DirectoryGrou
 				decodeErr = err
 				return false
 			}
-			return yield(keycloak.DirectoryGroup{ID: g.GroupID, Name: g.Name, Description: g.Description, Attributes: g.Attributes}, nil)
+			return yield(keycloak.DirectoryGroup{ID: g.GroupID, Name: g.Name, Description: g.Description, Attributes: g.Attributes, Version: g.Version}, nil)
 		})
 		if err = firstErr(decodeErr, err); err != nil {
 			yield(keycloak.DirectoryGroup{}, err)
@@ -94,7 +99,7 @@ func (d *Directory) Users(ctx context.Context) iter.Seq2[keycloak.DirectoryUser,
 			}
 			return yield(keycloak.DirectoryUser{
 				ID: u.UserID, Username: u.Username, Email: u.Email, FirstName: u.FirstName, LastName: u.LastName,
-				Active: u.IsActive, Attributes: u.Attributes, Groups: groupsOf[u.Username],
+				Active: u.IsActive, Attributes: u.Attributes, Version: u.Version, Groups: groupsOf[u.Username],
 			}, nil)
 		})
 		if err = firstErr(decodeErr, err); err != nil {

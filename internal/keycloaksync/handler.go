@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -13,44 +14,125 @@ import (
 	"github.com/ssodir/ssodir/internal/streams"
 )
 
+// DefaultRecordTimeout bounds the sync of one record. A hung realm is noticed sooner, by
+// the event path's request timeout (eventRequestTimeout), which parks the tenant and stops
+// its other records in flight.
+const DefaultRecordTimeout = 15 * time.Second
+
+// HandlerConfig is what the event-driven sync needs.
+type HandlerConfig struct {
+	Realms   *Realms
+	Secrets  Decrypter
+	Registry *events.Registry
+	// Store reads each tenant's write model.
+	Store *dynamo.CommandStore
+	// Health parks tenants whose realm fails.
+	Health *Health
+	// Park holds a message's stream until a time (streams.Park).
+	Park func(msg *message.Message, until time.Time)
+	// RecordTimeout bounds one record's sync (DefaultRecordTimeout).
+	RecordTimeout time.Duration
+}
+
 // Handler turns command-log stream records into Keycloak calls.
+//
+// Records are only triggers: for each, the handler reads the aggregate's state from the
+// write model as it is now (strongly consistent) and writes that, with its version, so a
+// record delivered late, twice, or out of order (a lease handover, a re-drive) never
+// writes an older state than the one Keycloak holds (keycloak.Syncer also compares
+// ssodir_version), never re-creates a user or group deleted since, and never re-adds a
+// membership removed since. A password is sent only while it is still the user's current
+// one, so an older password never replaces a newer.
 type Handler struct {
-	realms   *Realms
-	secrets  Decrypter
-	registry *events.Registry
+	cfg HandlerConfig
 }
 
 // NewHandler is the event-driven half of the sync.
-func NewHandler(realms *Realms, secrets Decrypter, reg *events.Registry) *Handler {
-	return &Handler{realms: realms, secrets: secrets, registry: reg}
+func NewHandler(cfg HandlerConfig) *Handler {
+	if cfg.RecordTimeout <= 0 {
+		cfg.RecordTimeout = DefaultRecordTimeout
+	}
+	return &Handler{cfg: cfg}
 }
 
-// HandleMessage is the watermill handler.
+// errParked is the nack of a record held behind its tenant's first failure.
+var errParked = errors.New("tenant parked: its Keycloak realm is failing")
+
+// writeModelError marks a failure to read the write model: the realm was not at fault.
+type writeModelError struct{ err error }
+
+func (e writeModelError) Error() string { return "read the write model: " + e.err.Error() }
+func (e writeModelError) Unwrap() error { return e.err }
+
+// HandleMessage is the watermill handler. A record of a parked tenant is held (Park)
+// without going near the realm, unless it is the tenant's probe; a realm failure parks
+// the tenant; any answer from the realm resumes it.
 func (h *Handler) HandleMessage(msg *message.Message) error {
 	rec, err := streams.DecodeRecord(msg)
 	if err != nil {
 		return fmt.Errorf("decode stream record: %w", err)
 	}
-	return h.Apply(msg.Context(), rec)
-}
-
-// Apply syncs one stream record; only new history records carry events.
-func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
-	if rec.TTLDeletion || rec.EventName != streams.EventInsert || !dynamo.IsHistorySK(dynamo.StringAttr(rec.Keys, "sk")) {
+	if !carriesEvent(rec) {
 		return nil
 	}
-	env, err := dynamo.DecodeRecord(h.registry, rec.NewImage)
+	if until, ok := h.cfg.Health.Admit(rec.System, rec.Tenant); !ok {
+		h.cfg.Park(msg, until)
+		return errParked
+	}
+	watched, stop := h.cfg.Health.Watch(msg.Context(), rec.System, rec.Tenant)
+	defer stop()
+	ctx, cancel := context.WithTimeout(watched, h.cfg.RecordTimeout)
+	defer cancel()
+	err = h.Apply(ctx, rec)
+	if errors.Is(context.Cause(watched), errParked) {
+		// Another record found the realm failing while this one waited on it.
+		until, _ := h.cfg.Health.Until(rec.System, rec.Tenant)
+		h.cfg.Park(msg, until)
+		return errParked
+	}
+	if h.realmFailed(msg.Context(), err) {
+		until := h.cfg.Health.Failed(ctx, rec.System, rec.Tenant, err, keycloak.RetryAfterOf(err))
+		h.cfg.Park(msg, until)
+		return err
+	}
+	h.cfg.Health.OK(ctx, rec.System, rec.Tenant)
+	return err
+}
+
+// realmFailed tells a failing realm from a failure of this record (a 4xx, a membership
+// whose user is not there yet) or of the write model.
+func (h *Handler) realmFailed(parent context.Context, err error) bool {
+	var wm writeModelError
+	if err == nil || parent.Err() != nil || errors.As(err, &wm) || errors.Is(err, ErrNoKeycloak) {
+		return false
+	}
+	return keycloak.RealmUnavailable(err)
+}
+
+// carriesEvent reports whether a record is a new history record, the only kind that
+// carries an event.
+func carriesEvent(rec streams.Record) bool {
+	return !rec.TTLDeletion && rec.EventName == streams.EventInsert && dynamo.IsHistorySK(dynamo.StringAttr(rec.Keys, "sk"))
+}
+
+// Apply syncs one stream record.
+func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
+	if !carriesEvent(rec) {
+		return nil
+	}
+	env, err := dynamo.DecodeRecord(h.cfg.Registry, rec.NewImage)
 	if err != nil {
 		return fmt.Errorf("decode history record of %s: %w", rec.Aggregate, err)
 	}
-	realm, err := h.realms.Get(ctx, rec.System, rec.Tenant)
+	realm, err := h.cfg.Realms.Get(ctx, rec.System, rec.Tenant)
 	if errors.Is(err, ErrNoKeycloak) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := h.sync(ctx, realm, env); err != nil {
+	wm := NewWriteModel(h.cfg.Store, rec.System, rec.Tenant)
+	if err := h.sync(ctx, realm, wm, env); err != nil {
 		return fmt.Errorf("sync %s %s v%d to realm %s: %w", env.Type, env.Entity(), env.Version, realm.Tenant.KeycloakRealm, err)
 	}
 	return nil
@@ -58,51 +140,86 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 
 func directoryUser(u events.User) keycloak.DirectoryUser {
 	return keycloak.DirectoryUser{ID: u.ID, Username: u.Username, Email: u.Email, FirstName: u.FirstName,
-		LastName: u.LastName, Active: u.IsActive, Attributes: u.Attributes}
+		LastName: u.LastName, Active: u.IsActive, Attributes: u.Attributes, Version: u.Version}
 }
 
 func directoryGroup(g events.Group) keycloak.DirectoryGroup {
-	return keycloak.DirectoryGroup{ID: g.ID, Name: g.Name, Description: g.Description, Attributes: g.Attributes}
+	return keycloak.DirectoryGroup{ID: g.ID, Name: g.Name, Description: g.Description, Attributes: g.Attributes, Version: g.Version}
 }
 
-func (h *Handler) sync(ctx context.Context, realm *Realm, env events.Envelope) error {
+func (h *Handler) sync(ctx context.Context, realm *Realm, wm *WriteModel, env events.Envelope) error {
 	s := realm.Syncer
 	switch e := env.Payload.(type) {
-	case *events.UserCreated:
-		if err := s.UpsertUser(ctx, directoryUser(e.User)); err != nil {
-			return err
-		}
-		return h.setPassword(ctx, realm, e.User, e.PasswordCiphertext)
-	case *events.UserPasswordChanged:
-		return h.setPassword(ctx, realm, e.User, e.PasswordCiphertext)
-	case *events.UserUpdated:
-		return s.UpsertUser(ctx, directoryUser(e.User))
-	case *events.UserActivated:
-		return s.UpsertUser(ctx, directoryUser(e.User))
-	case *events.UserDeactivated:
-		return s.UpsertUser(ctx, directoryUser(e.User))
 	case *events.UserDeleted:
-		return s.DeleteUser(ctx, e.PreviousID, realm.OnDelete)
-	case *events.GroupCreated:
-		return s.UpsertGroup(ctx, directoryGroup(e.Group))
-	case *events.GroupUpdated:
-		return s.UpsertGroup(ctx, directoryGroup(e.Group))
+		// A delete ends one incarnation for good: no later state of it can be lost.
+		return s.DeleteUser(ctx, e.PreviousID, e.User.Version, realm.OnDelete)
 	case *events.GroupDeleted:
 		return s.DeleteGroup(ctx, e.PreviousID)
 	case *events.GroupMemberAdded:
+		if member, err := h.isMember(ctx, wm, e.Group, e.Username, e.UserID); err != nil || !member {
+			return err // removed since: the removal's own record syncs that
+		}
 		return s.AddMember(ctx, e.UserID, e.Group.ID)
 	case *events.GroupMemberRemoved:
+		if member, err := h.isMember(ctx, wm, e.Group, e.Username, e.UserID); err != nil || member {
+			return err // added again since
+		}
 		return s.RemoveMember(ctx, e.UserID, e.Group.ID)
+	case *events.UserCreated:
+		return h.syncUser(ctx, realm, wm, e.User, e.PasswordCiphertext)
+	case *events.UserPasswordChanged:
+		return h.syncUser(ctx, realm, wm, e.User, e.PasswordCiphertext)
+	}
+	if u, ok := events.UserState(env.Payload); ok {
+		return h.syncUser(ctx, realm, wm, u, "")
+	}
+	if g, ok := events.GroupState(env.Payload); ok {
+		return h.syncGroup(ctx, realm, wm, g)
 	}
 	return fmt.Errorf("no Keycloak sync for event type %s", env.Type)
 }
 
-// setPassword sends a password once per change, decrypted only for the call.
-func (h *Handler) setPassword(ctx context.Context, realm *Realm, u events.User, ciphertext string) error {
-	if ciphertext == "" {
+func (h *Handler) isMember(ctx context.Context, wm *WriteModel, g events.Group, username, userID string) (bool, error) {
+	gid, uid, ok, err := wm.Member(ctx, g.Name, username)
+	if err != nil {
+		return false, writeModelError{err}
+	}
+	return ok && gid == g.ID && uid == userID, nil
+}
+
+// syncUser writes the user's current state, if the event's incarnation is still the live
+// one, and the event's password if it is still the current one.
+func (h *Handler) syncUser(ctx context.Context, realm *Realm, wm *WriteModel, u events.User, ciphertext string) error {
+	cur, password, ok, err := wm.user(ctx, u.Username)
+	if err != nil {
+		return writeModelError{err}
+	}
+	if !ok || cur.ID != u.ID {
+		return nil // deleted, or deleted and created again, since: those records sync it
+	}
+	if err := realm.Syncer.UpsertUser(ctx, directoryUser(cur)); err != nil {
+		return err
+	}
+	if ciphertext == "" || ciphertext != password {
 		return nil
 	}
-	plain, err := h.secrets.Decrypt(ctx, ciphertext, "password:"+realm.Tenant.SystemID+"/"+realm.Tenant.TenantID+"/"+u.Username)
+	return h.setPassword(ctx, realm, cur, ciphertext)
+}
+
+func (h *Handler) syncGroup(ctx context.Context, realm *Realm, wm *WriteModel, g events.Group) error {
+	cur, ok, err := wm.group(ctx, g.Name)
+	if err != nil {
+		return writeModelError{err}
+	}
+	if !ok || cur.ID != g.ID {
+		return nil
+	}
+	return realm.Syncer.UpsertGroup(ctx, directoryGroup(cur))
+}
+
+// setPassword sends a password once per change, decrypted only for the call.
+func (h *Handler) setPassword(ctx context.Context, realm *Realm, u events.User, ciphertext string) error {
+	plain, err := h.cfg.Secrets.Decrypt(ctx, ciphertext, "password:"+realm.Tenant.SystemID+"/"+realm.Tenant.TenantID+"/"+u.Username)
 	if err != nil {
 		return fmt.Errorf("decrypt password of %s: %w", u.Username, err)
 	}

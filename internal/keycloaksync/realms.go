@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -21,12 +22,41 @@ type Decrypter interface {
 // ErrNoKeycloak reports a tenant without Keycloak settings: nothing to sync.
 var ErrNoKeycloak = errors.New("tenant has no Keycloak settings")
 
-// Realm is one tenant's Keycloak realm with its settings.
+// Realm is one tenant's Keycloak realm with its settings. Client serves full reconciles
+// (Keycloak's default timeouts: a page of a large realm may take seconds); Syncer serves
+// the event path, whose client gives up on a request after eventRequestTimeout so that a
+// hung realm is noticed, and its tenant parked, within one record's deadline.
 type Realm struct {
 	Tenant   dynamo.Tenant
 	Client   *keycloak.Client
 	Syncer   *keycloak.Syncer
 	OnDelete keycloak.OnDelete
+
+	readAt time.Time
+}
+
+const (
+	// eventRequestTimeout bounds an event-path request; a Keycloak answer to one user or
+	// group operation takes milliseconds. The event path makes one attempt: a failure
+	// parks the tenant for a second or more (Health), which is the retry, and keeps a
+	// hung realm from holding delivery slots through attempt after attempt.
+	eventRequestTimeout = 3 * time.Second
+	eventMaxAttempts    = 1
+	// settingsMaxAge is how long a tenant's Keycloak settings are used before the tenant
+	// row is read again: settings changes take effect within it, and a busy tenant costs
+	// one read of its row per settingsMaxAge rather than one per record.
+	settingsMaxAge = 10 * time.Second
+)
+
+// NewHTTPClient is the one HTTP client every realm's Keycloak client shares: one pool of
+// connections, sized for many Keycloak hosts and a few requests in flight to each, with
+// no overall timeout (each request is bounded by its Keycloak client's RequestTimeout).
+func NewHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4096
+	tr.MaxIdleConnsPerHost = 32
+	tr.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: tr}
 }
 
 // Realms builds and caches a client per tenant, rebuilt when the tenant's settings change.
@@ -36,18 +66,25 @@ type Realms struct {
 	http    *http.Client
 	metrics *keycloak.Metrics
 	log     *zap.Logger
+	now     func() time.Time
 
 	mu    sync.Mutex
 	cache map[string]*Realm
 }
 
-// NewRealms is the realm cache.
+// NewRealms is the realm cache; httpClient is shared by every realm (NewHTTPClient).
 func NewRealms(tenants *dynamo.Tenants, secrets Decrypter, httpClient *http.Client, m *keycloak.Metrics, log *zap.Logger) *Realms {
-	return &Realms{tenants: tenants, secrets: secrets, http: httpClient, metrics: m, log: log, cache: map[string]*Realm{}}
+	return &Realms{tenants: tenants, secrets: secrets, http: httpClient, metrics: m, log: log, now: time.Now, cache: map[string]*Realm{}}
 }
 
-// Get is the tenant's realm, reading the tenant row (so settings changes apply at once).
+// Get is the tenant's realm, with settings at most settingsMaxAge old.
 func (r *Realms) Get(ctx context.Context, system, tenant string) (*Realm, error) {
+	r.mu.Lock()
+	cached, ok := r.cache[system+"/"+tenant]
+	r.mu.Unlock()
+	if ok && r.now().Sub(cached.readAt) < settingsMaxAge {
+		return cached, nil
+	}
 	row, err := r.tenants.Get(ctx, system, tenant)
 	if err != nil {
 		return nil, err
@@ -63,11 +100,14 @@ func (r *Realms) For(ctx context.Context, row dynamo.Tenant) (*Realm, error) {
 	key := row.SystemID + "/" + row.TenantID
 	r.mu.Lock()
 	cached, ok := r.cache[key]
-	r.mu.Unlock()
 	if ok && sameSettings(cached.Tenant, row) {
-		cached.Tenant = row
-		return cached, nil
+		fresh := *cached
+		fresh.Tenant, fresh.readAt = row, r.now()
+		r.cache[key] = &fresh
+		r.mu.Unlock()
+		return &fresh, nil
 	}
+	r.mu.Unlock()
 	secret, err := r.secrets.Decrypt(ctx, row.ClientSecret, "client_secret:"+key)
 	if err != nil {
 		return nil, fmt.Errorf("decrypt the client secret of %s: %w", key, err)
@@ -76,13 +116,18 @@ func (r *Realms) For(ctx context.Context, row dynamo.Tenant) (*Realm, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Both clients of a realm share the object locks, so that the event path and a
+	// reconcile never interleave their reads and writes of one user or group.
 	cfg := keycloak.ClientConfig{BaseURL: row.KeycloakURL, Realm: row.KeycloakRealm, ClientID: row.ClientID,
-		ClientSecret: string(secret), Logger: r.log.With(zap.String("tenant", key)), Metrics: r.metrics}
+		ClientSecret: string(secret), Locks: keycloak.NewLocks(), Logger: r.log.With(zap.String("tenant", key)), Metrics: r.metrics}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("keycloak settings of %s: %w", key, err)
 	}
-	c := keycloak.New(cfg, r.http)
-	realm := &Realm{Tenant: row, Client: c, Syncer: keycloak.NewSyncer(c, keycloak.SyncerOptions{}), OnDelete: onDelete}
+	events := cfg
+	events.RequestTimeout, events.MaxAttempts = eventRequestTimeout, eventMaxAttempts
+	realm := &Realm{Tenant: row, Client: keycloak.New(cfg, r.http),
+		Syncer:   keycloak.NewSyncer(keycloak.New(events, r.http), keycloak.SyncerOptions{}),
+		OnDelete: onDelete, readAt: r.now()}
 	r.mu.Lock()
 	r.cache[key] = realm
 	r.mu.Unlock()

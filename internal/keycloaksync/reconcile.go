@@ -2,8 +2,11 @@ package keycloaksync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"sort"
 	"sync"
 	"time"
 
@@ -14,29 +17,58 @@ import (
 	"github.com/ssodir/ssodir/internal/keycloak"
 )
 
+// DefaultReconcileConcurrency is how many tenants are reconciled at once.
+const DefaultReconcileConcurrency = 4
+
+// ReconcilerConfig is what full reconciles need.
+type ReconcilerConfig struct {
+	Realms  *Realms
+	Tenants *dynamo.Tenants
+	// DB reads the read model (the directory side of the plan); Store the write model
+	// every action is re-checked against before it is applied.
+	DB    QueryDB
+	Store *dynamo.CommandStore
+	// Statuses records each reconcile's outcome (nil: not recorded); Health says which
+	// tenants are parked (their reconciles wait until the realm answers again).
+	Statuses *dynamo.SyncStatuses
+	Health   *Health
+	// MaxDeleteShare is the safety valve.
+	MaxDeleteShare float64
+	// Concurrency bounds the reconciles in flight (DefaultReconcileConcurrency).
+	Concurrency int
+	// Owner names this process in the reconcile claims that let one of several
+	// keycloak-sync processes reconcile a tenant each round.
+	Owner      string
+	Registerer prometheus.Registerer
+	Log        *zap.Logger
+}
+
 // Reconciler compares each tenant's realm with its directory and repairs the drift.
 type Reconciler struct {
-	realms  *Realms
-	tenants *dynamo.Tenants
-	db      QueryDB
-	valve   keycloak.SafetyValve
-	log     *zap.Logger
+	cfg   ReconcilerConfig
+	valve keycloak.SafetyValve
 
 	lastSuccess *prometheus.GaugeVec
 	drift       *prometheus.CounterVec
+	repaired    *prometheus.CounterVec
 }
 
-// NewReconciler registers its metrics on reg; maxDeleteShare is the safety valve.
-func NewReconciler(realms *Realms, tenants *dynamo.Tenants, db QueryDB, maxDeleteShare float64, reg prometheus.Registerer, log *zap.Logger) (*Reconciler, error) {
-	r := &Reconciler{realms: realms, tenants: tenants, db: db, log: log,
-		valve: keycloak.SafetyValve{MaxShare: maxDeleteShare, Floor: keycloak.DefaultSafetyValve.Floor},
+// NewReconciler registers its metrics on cfg.Registerer.
+func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultReconcileConcurrency
+	}
+	r := &Reconciler{cfg: cfg,
+		valve: keycloak.SafetyValve{MaxShare: cfg.MaxDeleteShare, Floor: keycloak.DefaultSafetyValve.Floor},
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_last_reconcile_success_timestamp_seconds",
 			Help: "When the last full reconcile of a tenant succeeded."}, []string{"system", "tenant"}),
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ssodir_keycloak_reconcile_drift_total",
 			Help: "Differences found by full reconciles, by action."}, []string{"action"}),
+		repaired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ssodir_keycloak_reconcile_repaired_total",
+			Help: "Differences full reconciles repaired (applied), or dropped as stale because the directory had moved on."}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{r.lastSuccess, r.drift} {
-		if err := reg.Register(c); err != nil {
+	for _, c := range []prometheus.Collector{r.lastSuccess, r.drift, r.repaired} {
+		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("register reconcile metrics: %w", err)
 		}
 	}
@@ -52,14 +84,16 @@ type Options struct {
 	Progress func(done, total int)
 }
 
-// Tenant reconciles one tenant's realm.
+// Tenant reconciles one tenant's realm: it reads the realm, then the directory (the
+// tenant's read model), plans the difference, and applies it, each action re-checked
+// against the write model as it is when the action runs.
 func (r *Reconciler) Tenant(ctx context.Context, row dynamo.Tenant, opts Options) (*keycloak.Plan, error) {
-	realm, err := r.realms.For(ctx, row)
+	realm, err := r.cfg.Realms.For(ctx, row)
 	if err != nil {
 		return nil, err
 	}
 	valve := r.valve
-	plan, err := keycloak.NewPlan(ctx, NewDirectory(r.db, row.UsersTable), realm.Client,
+	plan, err := keycloak.NewPlan(ctx, NewDirectory(r.cfg.DB, row.UsersTable), realm.Client,
 		keycloak.PlanOptions{OnDelete: realm.OnDelete, Valve: &valve})
 	if plan != nil && opts.Out != nil && (opts.DryRun || !plan.Empty()) {
 		fmt.Fprintf(opts.Out, "%s/%s (realm %s):\n", row.SystemID, row.TenantID, row.KeycloakRealm)
@@ -67,25 +101,44 @@ func (r *Reconciler) Tenant(ctx context.Context, row dynamo.Tenant, opts Options
 			return plan, werr
 		}
 	}
-	if err != nil {
-		return plan, err
-	}
-	for _, a := range plan.Actions {
-		r.drift.WithLabelValues(string(a.Kind)).Inc()
-	}
 	if opts.DryRun {
-		return plan, nil
-	}
-	if _, err := keycloak.Apply(ctx, plan, realm.Client, opts.Progress); err != nil {
 		return plan, err
 	}
-	r.lastSuccess.WithLabelValues(row.SystemID, row.TenantID).SetToCurrentTime()
-	return plan, nil
+	var res keycloak.ApplyResult
+	if err == nil {
+		for _, a := range plan.Actions {
+			r.drift.WithLabelValues(string(a.Kind)).Inc()
+		}
+		res, err = keycloak.Apply(ctx, plan, realm.Client, keycloak.ApplyOptions{
+			Check: NewWriteModel(r.cfg.Store, row.SystemID, row.TenantID), Progress: opts.Progress})
+		r.repaired.WithLabelValues("applied").Add(float64(res.Applied))
+		r.repaired.WithLabelValues("stale").Add(float64(res.Stale))
+	}
+	if err == nil {
+		r.lastSuccess.WithLabelValues(row.SystemID, row.TenantID).SetToCurrentTime()
+	}
+	r.record(ctx, row, plan, res, err)
+	return plan, err
 }
 
-// Tenants are the tenants with Keycloak settings, narrowed to system (and tenant).
+func (r *Reconciler) record(ctx context.Context, row dynamo.Tenant, plan *keycloak.Plan, res keycloak.ApplyResult, err error) {
+	if r.cfg.Statuses == nil {
+		return
+	}
+	o := dynamo.ReconcileOutcome{At: time.Now(), Err: err, DriftRepaired: res.Applied, Stale: res.Stale}
+	if plan != nil {
+		o.DriftFound, o.Conflicts = len(plan.Actions), len(plan.Conflicts)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if werr := r.cfg.Statuses.RecordReconcile(ctx, row.SystemID, row.TenantID, o); werr != nil {
+		r.cfg.Log.Warn("record reconcile status", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(werr))
+	}
+}
+
+// Tenants are the active tenants with Keycloak settings, narrowed to system (and tenant).
 func (r *Reconciler) Tenants(ctx context.Context, system, tenant string) ([]dynamo.Tenant, error) {
-	rows, err := r.tenants.List(ctx)
+	rows, err := r.cfg.Tenants.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -100,56 +153,107 @@ func (r *Reconciler) Tenants(ctx context.Context, system, tenant string) ([]dyna
 	return out, nil
 }
 
-// Loop reconciles every tenant every interval until ctx is done. Each tenant has its own
-// loop and deadline, so one slow or failing realm never holds up another; tenants
-// provisioned later are picked up at the next interval.
+// offset is where in each interval a tenant's reconcile starts: spread evenly by a hash of
+// its name, and the same every round, so that a thousand tenants never start together and
+// each is reconciled once an interval.
+func offset(key string, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return time.Duration(h.Sum64() % uint64(interval))
+}
+
+// Loop reconciles every tenant once an interval until ctx is done. Each round reads the
+// tenant list once, starts each tenant's reconcile at its own offset in the interval, runs
+// at most Concurrency at once, each with the interval as its deadline, and skips a tenant
+// whose previous reconcile still runs, whose realm is failing (parked), or that another
+// keycloak-sync process claimed this round.
 func (r *Reconciler) Loop(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var mu sync.Mutex
 	running := map[string]bool{}
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
+		start := time.Now()
 		rows, err := r.Tenants(ctx, "", "")
 		if err != nil && ctx.Err() == nil {
-			r.log.Warn("list tenants for reconcile", zap.Error(err))
+			r.cfg.Log.Warn("list tenants for reconcile", zap.Error(err))
 		}
+		sort.Slice(rows, func(i, j int) bool {
+			return offset(rows[i].SystemID+"/"+rows[i].TenantID, interval) < offset(rows[j].SystemID+"/"+rows[j].TenantID, interval)
+		})
 		for _, row := range rows {
 			key := row.SystemID + "/" + row.TenantID
-			if running[key] {
+			if !sleepUntil(ctx, start.Add(offset(key, interval))) {
+				return
+			}
+			if _, parked := r.cfg.Health.Parked(row.SystemID, row.TenantID); parked {
 				continue
 			}
+			if !r.claim(ctx, row, interval) {
+				continue
+			}
+			mu.Lock()
+			busy := running[key]
 			running[key] = true
+			mu.Unlock()
+			if busy {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r.tenantLoop(ctx, row.SystemID, row.TenantID, interval)
+				defer func() {
+					<-sem
+					mu.Lock()
+					delete(running, key)
+					mu.Unlock()
+				}()
+				tctx, cancel := context.WithTimeout(ctx, interval)
+				defer cancel()
+				if _, err := r.Tenant(tctx, row, Options{}); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoKeycloak) {
+					r.cfg.Log.Error("reconcile failed", zap.String("tenant", key), zap.Error(err))
+				}
 			}()
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepUntil(ctx, start.Add(interval)) {
 			return
-		case <-t.C:
 		}
 	}
 }
 
-func (r *Reconciler) tenantLoop(ctx context.Context, system, tenant string, interval time.Duration) {
-	key := system + "/" + tenant
-	for {
-		tctx, cancel := context.WithTimeout(ctx, interval)
-		rows, err := r.Tenants(tctx, system, tenant)
-		if err == nil && len(rows) == 1 {
-			_, err = r.Tenant(tctx, rows[0], Options{})
-		}
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			r.log.Error("reconcile failed", zap.String("tenant", key), zap.Error(err))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
-		}
+// claim reports whether this process reconciles the tenant this round: with several
+// keycloak-sync processes, the first to claim it does, and the claim lasts a little less
+// than the interval so that next round's claim is open again.
+func (r *Reconciler) claim(ctx context.Context, row dynamo.Tenant, interval time.Duration) bool {
+	if r.cfg.Statuses == nil {
+		return true
+	}
+	now := time.Now()
+	ok, err := r.cfg.Statuses.ClaimReconcile(ctx, row.SystemID, row.TenantID, r.cfg.Owner, now, now.Add(interval*9/10))
+	if err != nil {
+		// Better a reconcile twice than none.
+		r.cfg.Log.Warn("claim a reconcile", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(err))
+		return true
+	}
+	return ok
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }

@@ -11,6 +11,9 @@ import (
 // User is a user as API.md's "Objects" shows it. It has no password field: the read model
 // never holds one.
 type User struct {
+	// ID is the directory's immutable id of this incarnation of the user: the ssodir_id
+	// keycloak-sync gives its Keycloak user (what `ssodirctl import keycloak` marks with).
+	ID         string              `json:"id"`
 	Username   string              `json:"username"`
 	Email      string              `json:"email"`
 	FirstName  string              `json:"first_name"`
@@ -24,6 +27,8 @@ type User struct {
 
 // Group is a group as API.md's "Objects" shows it; Name keeps the case it was given.
 type Group struct {
+	// ID is the directory's immutable id of this incarnation of the group (its ssodir_id).
+	ID          string              `json:"id"`
 	Name        string              `json:"name"`
 	Description string              `json:"description"`
 	Attributes  map[string][]string `json:"attributes"`
@@ -68,7 +73,7 @@ func Attributes(a map[string][]string) map[string][]string {
 // FromUser is the object of a user's state.
 func FromUser(u events.User) User {
 	return User{
-		Username: u.Username, Email: u.Email, FirstName: u.FirstName, LastName: u.LastName,
+		ID: u.ID, Username: u.Username, Email: u.Email, FirstName: u.FirstName, LastName: u.LastName,
 		IsActive: u.IsActive, Attributes: Attributes(u.Attributes), Version: u.Version,
 		CreatedAt: Timestamp(u.CreatedAt), UpdatedAt: Timestamp(u.UpdatedAt),
 	}
@@ -77,7 +82,7 @@ func FromUser(u events.User) User {
 // FromGroup is the object of a group's state.
 func FromGroup(g events.Group) Group {
 	return Group{
-		Name: g.Name, Description: g.Description, Attributes: Attributes(g.Attributes), Version: g.Version,
+		ID: g.ID, Name: g.Name, Description: g.Description, Attributes: Attributes(g.Attributes), Version: g.Version,
 		CreatedAt: Timestamp(g.CreatedAt), UpdatedAt: Timestamp(g.UpdatedAt),
 	}
 }

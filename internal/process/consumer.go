@@ -31,6 +31,8 @@ type Consumer struct {
 	OnListen func(addr string)
 	// Background loops run beside the router until the service stops.
 	Background []func(ctx context.Context)
+	// CORSOrigins may read the probes and metrics from a browser (the web console).
+	CORSOrigins []string
 }
 
 // routerCloseTimeout stays above the subscriber's own shutdown timeout, so that the
@@ -47,7 +49,7 @@ func (c Consumer) Run(ctx context.Context) error {
 	router.AddMiddleware(streams.FailureReason)
 	router.AddConsumerHandler(c.Service, "ssodir.user_commands", c.Subscriber, c.Handle)
 
-	e := httpapi.NewEcho(httpapi.Options{Log: c.Log, Metrics: httpapi.NewMetrics(c.Registry), Service: c.Service})
+	e := httpapi.NewEcho(httpapi.Options{Log: c.Log, Metrics: httpapi.NewMetrics(c.Registry), Service: c.Service, CORSOrigins: c.CORSOrigins})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error {
 		if c.Ready != nil {
 			if err := c.Ready(ctx); err != nil {

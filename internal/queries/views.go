@@ -31,6 +31,7 @@ type Page[T any] struct {
 // projected; the user's is config_updated_at.
 func userJSON(v projections.UserView) objects.User {
 	return objects.User{
+		ID:         v.UserID,
 		Username:   v.Username,
 		Email:      v.Email,
 		FirstName:  v.FirstName,
@@ -45,6 +46,7 @@ func userJSON(v projections.UserView) objects.User {
 
 func groupJSON(v projections.GroupView) objects.Group {
 	return objects.Group{
+		ID:          v.GroupID,
 		Name:        v.Name,
 		Description: v.Description,
 		Attributes:  nonNil(v.Attributes),

@@ -53,6 +53,22 @@
 // itself. With the default 10s lease, a dead process's shards move within about 12s;
 // Close (or cancelling the Subscribe context) releases them for an immediate takeover.
 //
+// A lease move never lets two handlers of one aggregate run at once. Every handler's
+// context derives from its shard worker. A worker that stops (a handover asked by a peer,
+// Close, the Subscribe context ending, a stream let go) stops reading and delivering,
+// gives its in-flight handlers ShutdownTimeout, then cancels their contexts, and writes
+// its checkpoint and releases the lease only after every one of them has returned; the
+// heartbeat goes on meanwhile, so peers cannot judge the lease expired. A handler that
+// ignores its context thus holds the shard (and Close) until it returns. Where the lease
+// is already lost (the row names another owner or token), the worker writes nothing and
+// cancels its handlers at once; that only happens after our heartbeats stood still for a
+// lease, and a process fences itself first: once its heartbeats have failed for
+// LeaseDuration - LeaseDuration/5 it cancels its handlers without grace. The overlap with
+// a new holder is therefore bounded by how long a handler takes to return after its
+// context is cancelled, less one heartbeat tick (2s by default), or by a process paused
+// longer than that (GC, a frozen VM), which no lease can rule out: handlers must still
+// refuse to write older over newer (the projector's versioned upserts do).
+//
 // # Delivery, retries and checkpoints
 //
 // Records of one aggregate (the value of AggregateAttribute in the keys, "id" by default)
@@ -65,6 +81,14 @@
 // its later records are parked as dead letters too ("blocked behind <seq>") instead of
 // being applied; the dead-letter table is what blocks, so this survives restarts and
 // lease moves.
+//
+// A handler whose downstream is failing as a whole (a tenant's Keycloak realm hangs,
+// answers 5xx, or 429 with Retry-After) calls Park(msg, until) and returns an error: the
+// record's shard stops reading and delivering, gives its slots back, and delivers that
+// record again, alone, no earlier than until; records that were in flight with it and
+// fail meanwhile wait too and follow it, in order, once it is acked. Parked deliveries
+// do not count toward MaxAttempts, so a long outage never dead-letters; a parked record
+// that fails without Park is retried (still alone) as any other.
 //
 // The checkpoint is the sequence number up to which every record is acked or
 // dead-lettered; it is written every CheckpointInterval, at a shard's end, and on release.
@@ -118,5 +142,8 @@
 // {consumer,system,tenant}, ssodir_stream_leases_held{consumer},
 // ssodir_stream_dead_letters_total{consumer,system,tenant,kind},
 // ssodir_stream_dead_letters_parked{consumer,system,tenant}, ssodir_stream_gaps_total
-// {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind}.
+// {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind},
+// ssodir_stream_parked{consumer,system,tenant} (1 while a handler holds one of the tenant's
+// streams with Park) and ssodir_stream_parked_records{consumer,system,tenant} (records
+// waiting behind it).
 package streams

@@ -18,6 +18,10 @@ type metrics struct {
 	parked       *prometheus.GaugeVec     // consumer, system, tenant
 	gaps         *prometheus.CounterVec   // consumer, system, tenant
 	readRetries  *prometheus.CounterVec   // consumer, kind
+	// parkedStreams and parkedRecords: streams a handler parked (Park), and the records
+	// waiting behind them.
+	parkedStreams *prometheus.GaugeVec // consumer, system, tenant
+	parkedRecords *prometheus.GaugeVec // consumer, system, tenant
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -59,6 +63,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ssodir_stream_read_retries_total",
 			Help: "Streams API calls retried, by kind (throttled, expired, trimmed, server, connection, other).",
 		}, []string{"consumer", "kind"}),
+		parkedStreams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ssodir_stream_parked",
+			Help: "1 while a handler holds one of the tenant's streams with streams.Park (its downstream is failing).",
+		}, []string{"consumer", "system", "tenant"}),
+		parkedRecords: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ssodir_stream_parked_records",
+			Help: "Records read and not yet applied on the tenant's parked streams: they wait for the parked record.",
+		}, []string{"consumer", "system", "tenant"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -91,6 +103,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.readRetries, err = register(reg, m.readRetries); err != nil {
+		return nil, err
+	}
+	if m.parkedStreams, err = register(reg, m.parkedStreams); err != nil {
+		return nil, err
+	}
+	if m.parkedRecords, err = register(reg, m.parkedRecords); err != nil {
 		return nil, err
 	}
 	return m, nil

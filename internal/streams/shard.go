@@ -44,6 +44,7 @@ type result struct {
 	e      *entry
 	acked  bool
 	reason string
+	park   time.Time // the handler called Park
 }
 
 // shardWorker reads one leased shard and delivers its records: records of one aggregate
@@ -67,10 +68,19 @@ type shardWorker struct {
 	abandonOnce  sync.Once
 	stopping     atomic.Bool
 	done         chan struct{}
+	// hctx is the parent of every handler context of this worker: cancelled when the
+	// worker stops (after its grace) or loses its lease. The lease is released only after
+	// every handler has returned, so a peer never delivers while one of ours runs.
+	hctx    context.Context
+	hcancel context.CancelFunc
 
 	pages   chan page
 	results chan result
 	retries chan *entry
+	parkDue chan *parkState
+	// holdReads stops the reader while the stream is parked; wake tells it to look again.
+	holdReads atomic.Bool
+	wake      chan struct{}
 
 	// Owned by run.
 	checkpoint string // last written
@@ -83,6 +93,8 @@ type shardWorker struct {
 	next       *message.Message
 	nextCancel context.CancelFunc
 	ended      bool
+	park       *parkState // nil unless a handler parked the stream
+	waiting    int        // last published count of records waiting behind the park
 }
 
 func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
@@ -95,11 +107,13 @@ func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
 		log.Error("ignoring malformed checkpoint; reading the shard from its oldest record", zap.String("checkpoint", start))
 		start = ""
 	}
+	hctx, hcancel := context.WithCancel(s.msgBase)
 	return &shardWorker{
 		s: s, st: st, stream: st.Stream, shardID: r.ShardID, key: r.key(), token: r.Token,
-		start: start, log: log,
+		start: start, log: log, hctx: hctx, hcancel: hcancel,
 		graceful: make(chan struct{}), abandon: make(chan struct{}), done: make(chan struct{}),
 		pages: make(chan page), results: make(chan result), retries: make(chan *entry),
+		parkDue: make(chan *parkState), wake: make(chan struct{}, 1),
 		checkpoint: start, lastDone: start, aggs: map[string][]*entry{},
 	}
 }
@@ -133,8 +147,10 @@ func (w *shardWorker) run() {
 	defer func() {
 		stopReader()
 		cancel()
+		w.hcancel()
 		<-readerDone
 		w.discardNext()
+		w.endPark()
 		close(w.done)
 		w.s.workerExited(w, finished, exitErr)
 	}()
@@ -170,8 +186,16 @@ func (w *shardWorker) run() {
 
 	cp := time.NewTicker(w.s.cfg.CheckpointInterval)
 	defer cp.Stop()
-	graceful := w.graceful
+	graceful, abandon := w.graceful, w.abandon
 	var hardStop <-chan time.Time
+	abandoned := false
+	// stop ends reading and delivering; the loop then only collects the verdicts of the
+	// handlers still running.
+	stop := func() {
+		graceful = nil
+		stopReader()
+		w.discardNext()
+	}
 	maxPending := int(w.s.cfg.GetRecordsLimit)
 	for {
 		stopping := graceful == nil
@@ -185,7 +209,7 @@ func (w *shardWorker) run() {
 				return
 			}
 			// Asked to stop while finishing: release as of the last record instead.
-			graceful = nil
+			stop()
 			continue
 		}
 		var pages <-chan page
@@ -194,7 +218,7 @@ func (w *shardWorker) run() {
 		}
 		var slot chan<- struct{}
 		var out chan<- *message.Message
-		if !stopping && len(w.ready) > 0 {
+		if !stopping && len(w.ready) > 0 && w.mayDeliver() {
 			if !w.haveSlot {
 				if w.inflight < w.s.cfg.MaxInFlightPerShard {
 					slot = w.s.sem
@@ -206,12 +230,16 @@ func (w *shardWorker) run() {
 				out = w.s.out
 			}
 		}
+		var tick <-chan time.Time
+		if !abandoned {
+			tick = cp.C
+		}
 		select {
 		case p := <-pages:
 			switch {
 			case p.lost:
 				w.log.Warn("lease lost while reading; stopping the shard without writing")
-				return
+				w.abandonNow()
 			case p.gone:
 				w.stopGracefully(time.Now().Add(w.s.cfg.ShutdownTimeout))
 			default:
@@ -227,23 +255,31 @@ func (w *shardWorker) run() {
 			if !stopping {
 				w.ready = append(w.ready, e)
 			}
-		case <-cp.C:
+		case p := <-w.parkDue:
+			w.parkTimerFired(p)
+		case <-tick:
 			if w.saveCheckpoint(ctx) {
-				return
+				w.abandonNow()
 			}
 		case <-graceful:
-			graceful = nil
-			stopReader()
-			w.discardNext()
+			stop()
 			hardStop = time.After(time.Until(time.Unix(0, w.deadline.Load())))
 		case <-hardStop:
-			w.log.Warn("in-flight records not acked before the shutdown deadline; the next holder redelivers them",
+			hardStop = nil
+			w.log.Warn("in-flight records not acked by the shutdown deadline; cancelling their handlers, the lease is released once they return",
 				zap.Int("in_flight", w.inflight))
-			exitErr = w.release()
-			return
-		case <-w.abandon:
-			return
+			w.hcancel()
+		case <-abandon:
+			// Nothing more is written under this lease, but the worker stays until its
+			// handlers have returned, so this process cannot take the shard again while
+			// one of them still runs.
+			abandon, abandoned, hardStop = nil, true, nil
+			stop()
+			w.hcancel()
 		}
+	}
+	if abandoned {
+		return
 	}
 	exitErr = w.release()
 }
@@ -264,7 +300,7 @@ func (w *shardWorker) prepare(e *entry) {
 	msg := message.NewMessage(e.uuid, e.payload)
 	msg.Metadata = recordMetadata(e.rec)
 	msg.Metadata.Set(MetaAttempt, strconv.Itoa(e.attempts))
-	ctx, cancel := context.WithCancel(withRecord(w.s.msgBase, e.rec))
+	ctx, cancel := context.WithCancel(withRecord(w.hctx, e.rec))
 	msg.SetContext(ctx)
 	w.next, w.nextCancel = msg, cancel
 }
@@ -290,6 +326,9 @@ func (w *shardWorker) sent() {
 	w.haveSlot = false // the slot now travels with the message
 	w.inflight++
 	e.sentAt = time.Now()
+	if w.park != nil && w.park.head == e {
+		w.park.inFlight = true
+	}
 	go w.await(e, msg, cancel)
 }
 
@@ -301,7 +340,7 @@ func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.Cance
 		r = result{e: e, acked: true}
 	case <-msg.Nacked():
 		// The handler set the reason before it nacked; the closed channel orders the read.
-		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason)}
+		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason), park: parkUntil(msg)}
 	case <-w.s.msgBase.Done():
 		cancel()
 		<-w.s.sem
@@ -366,13 +405,42 @@ func (w *shardWorker) makeReady(ctx context.Context, e *entry) {
 func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
 	w.inflight--
 	e := r.e
+	p := w.park
+	if p != nil && p.head == e {
+		p.inFlight = false
+	}
 	if r.acked {
 		w.applied(e)
+		if p != nil && p.head == e {
+			w.endPark()
+		}
 		w.complete(ctx, e)
+		w.updateWaiting()
 		return
 	}
 	if stopping {
 		return // not retried: the next holder of the shard redelivers it
+	}
+	switch {
+	case p != nil && p.head == e && !r.park.IsZero():
+		e.attempts--
+		w.reschedulePark(r.park)
+		return
+	case p != nil && p.head == e:
+		// The parked record failed without asking to be parked again: an ordinary
+		// attempt, retried (still alone) after the usual backoff, dead-lettered when its
+		// attempts run out.
+		if e.attempts < w.s.cfg.MaxAttempts {
+			w.reschedulePark(time.Now().Add(backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)))
+			return
+		}
+		w.endPark()
+	case p != nil:
+		w.holdFailed(e, r.park)
+		return
+	case !r.park.IsZero():
+		w.startPark(e, r.park)
+		return
 	}
 	if e.attempts < w.s.cfg.MaxAttempts {
 		d := backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)
@@ -561,6 +629,9 @@ func (w *shardWorker) read(ctx context.Context) {
 		return sleep(ctx, backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, failures))
 	}
 	for ctx.Err() == nil {
+		if !w.waitUnparked(ctx) {
+			return
+		}
 		if it == "" {
 			in := &dynamodbstreams.GetShardIteratorInput{
 				StreamArn: aws.String(w.stream.StreamARN), ShardId: aws.String(w.shardID),

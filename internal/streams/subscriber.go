@@ -42,6 +42,7 @@ type Subscriber struct {
 	workers           map[string]*shardWorker // by lease key
 	seen              map[string]ownerSeen    // heartbeat observations, by owner id
 	handoverRequested map[string]time.Time    // lease keys asked of their holders
+	parkedShards      map[[2]string]int       // (system, tenant) → shards parked by a handler
 	closeErrs         []error
 
 	lastBeat atomic.Int64 // unix nanoseconds of the last successful heartbeat
@@ -53,6 +54,10 @@ type Subscriber struct {
 	loopCancel context.CancelFunc
 	loops      sync.WaitGroup
 	workersWG  sync.WaitGroup
+	// The heartbeat goes on until every worker has stopped, so that no peer takes a
+	// lease while one of our handlers still runs: stopBeat ends it, beatDone says so.
+	stopBeat chan struct{}
+	beatDone chan struct{}
 	// msgBase is the parent of every message context. It does not end with the
 	// Subscribe context, so in-flight handlers can finish during a graceful stop; Close
 	// cancels it last.
@@ -107,9 +112,12 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		workers:           map[string]*shardWorker{},
 		seen:              map[string]ownerSeen{},
 		handoverRequested: map[string]time.Time{},
+		parkedShards:      map[[2]string]int{},
 		stop:              make(chan struct{}),
 		syncNow:           make(chan string, 64),
 		balanceNow:        make(chan struct{}, 1),
+		stopBeat:          make(chan struct{}),
+		beatDone:          make(chan struct{}),
 		loopCtx:           loopCtx,
 		loopCancel:        loopCancel,
 		msgBase:           msgBase,
@@ -163,7 +171,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	s.lastBeat.Store(time.Now().UnixNano())
 	s.log.Info("stream subscriber started", zap.String("topic", topic))
 
-	s.loops.Add(3)
+	s.loops.Add(2)
 	go s.heartbeatLoop()
 	go s.discoveryLoop()
 	go s.leaseLoop()
@@ -178,9 +186,12 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 }
 
 // Close stops reading, waits (up to ShutdownTimeout) for in-flight messages to be acked or
-// nacked, writes final checkpoints, releases the leases so that another process takes the
-// shards over at once, and closes the output channel. Nacked in-flight records are not
-// retried: the next holder of the shard redelivers them.
+// nacked, then cancels the contexts of the handlers still running and waits until they
+// have returned, writes final checkpoints, releases the leases so that another process
+// takes the shards over at once, and closes the output channel. Heartbeats go on until
+// then, so no peer takes a shard while one of our handlers runs; a handler that ignores
+// its context therefore holds Close (and its shard) until it returns. Nacked in-flight
+// records are not retried: the next holder of the shard redelivers them.
 func (s *Subscriber) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
 	return s.closeErr
@@ -208,6 +219,8 @@ func (s *Subscriber) shutdown() error {
 	}
 	s.mu.Unlock()
 	s.workersWG.Wait()
+	close(s.stopBeat)
+	<-s.beatDone
 
 	// Deleting our heartbeat row last lets peers take at once any lease whose release
 	// failed above.
@@ -243,28 +256,34 @@ func (s *Subscriber) Ready() error {
 }
 
 func (s *Subscriber) heartbeatLoop() {
-	defer s.loops.Done()
+	defer close(s.beatDone)
 	t := time.NewTicker(s.cfg.leaseTick())
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-s.stopBeat:
 			return
 		case <-t.C:
 		}
 		// A slow beat still counts if it lands well within the lease; ticks missed
 		// meanwhile are dropped by the ticker.
-		ctx, cancel := context.WithTimeout(s.loopCtx, s.cfg.LeaseDuration/2)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LeaseDuration/2)
 		err := s.leases.heartbeat(ctx, s.cfg.Owner)
 		cancel()
 		if err != nil {
-			if s.loopCtx.Err() == nil {
+			if !s.isClosed() {
 				s.log.Warn("heartbeat failed", zap.Error(err))
 			}
 			continue
 		}
 		s.lastBeat.Store(time.Now().UnixNano())
 	}
+}
+
+func (s *Subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // fenced reports whether our heartbeats have failed for so long that peers may already
@@ -681,9 +700,10 @@ func (s *Subscriber) balance(ctx context.Context) {
 			w.abandonNow()
 		case fenced:
 			if !w.isStopping() {
-				w.log.Warn("heartbeats are failing; stopping the shard before peers take it over")
+				w.log.Warn("heartbeats are failing; stopping the shard and cancelling its handlers before peers take it over")
 			}
-			w.stopGracefully(now.Add(s.cfg.ShutdownTimeout))
+			// Peers may take the lease within a tick: no grace for in-flight handlers.
+			w.stopGracefully(now)
 		case r.HandoverTo != "" && r.HandoverTo != me:
 			if !w.isStopping() {
 				w.log.Info("handing shard over", zap.String("to", r.HandoverTo))

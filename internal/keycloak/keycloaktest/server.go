@@ -206,6 +206,8 @@ type Fault struct {
 	Method string
 	// PathPrefix matches the start of the URL path, e.g. AdminPath("acme", "/users").
 	PathPrefix string
+	// Query, when set, must be part of the raw query, e.g. "max=500" (a reconcile's pages).
+	Query string
 	// Times is how many matching requests fail; zero means one.
 	Times int
 	// Status is answered instead of handling the request (429, 500, 503 ...); 503 when
@@ -219,6 +221,9 @@ type Fault struct {
 	// Apply, with Hang, handles the request first, so its effect persists although the
 	// client never sees the answer: a create that timed out but happened.
 	Apply bool
+	// Delay holds the request this long and then answers it normally (or with Status,
+	// when set): a slow realm.
+	Delay time.Duration
 }
 
 type activeFault struct {
@@ -234,15 +239,30 @@ func (s *Server) Inject(f Fault) {
 	if n <= 0 {
 		n = 1
 	}
-	if f.Status == 0 && !f.Hang {
+	if f.Status == 0 && !f.Hang && f.Delay == 0 {
 		f.Status = http.StatusServiceUnavailable
 	}
 	s.faults = append(s.faults, &activeFault{Fault: f, left: n})
 }
 
+// ClearFaults disarms every fault whose PathPrefix starts with pathPrefix ("" for all):
+// the realm answers again.
+func (s *Server) ClearFaults(pathPrefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.faults[:0]
+	for _, f := range s.faults {
+		if !strings.HasPrefix(f.PathPrefix, pathPrefix) {
+			kept = append(kept, f)
+		}
+	}
+	s.faults = kept
+}
+
 func (s *Server) takeFault(r *http.Request) *Fault {
 	for i, f := range s.faults {
-		if (f.Method == "" || f.Method == r.Method) && strings.HasPrefix(r.URL.Path, f.PathPrefix) {
+		if (f.Method == "" || f.Method == r.Method) && strings.HasPrefix(r.URL.Path, f.PathPrefix) &&
+			strings.Contains(r.URL.RawQuery, f.Query) {
 			f.left--
 			if f.left == 0 {
 				s.faults = append(s.faults[:i], s.faults[i+1:]...)
@@ -276,6 +296,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-s.done:
 		}
 		return
+	}
+	if fault != nil && fault.Delay > 0 {
+		t := time.NewTimer(fault.Delay)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-s.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if fault.Status == 0 {
+			fault = nil
+		}
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	if fault != nil {

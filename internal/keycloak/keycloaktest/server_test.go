@@ -297,6 +297,26 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+func TestSlowAndClearedFaults(t *testing.T) {
+	r := newRaw(t, Config{})
+	r.s.Inject(Fault{Method: "GET", PathPrefix: AdminPath(testRealm, "/users"), Times: 1, Delay: 300 * time.Millisecond})
+	start := time.Now()
+	if status, _, _ := r.do("GET", "/users", ""); status != 200 {
+		t.Fatalf("a delayed request is answered normally: %d", status)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("answered after %s, before the delay", d)
+	}
+	r.s.Inject(Fault{PathPrefix: AdminPath(testRealm, ""), Times: 1000, Status: 503})
+	if status, _, _ := r.do("GET", "/groups", ""); status != 503 {
+		t.Fatalf("fault armed: %d", status)
+	}
+	r.s.ClearFaults(AdminPath(testRealm, ""))
+	if status, _, _ := r.do("GET", "/groups", ""); status != 200 {
+		t.Fatalf("after ClearFaults: %d", status)
+	}
+}
+
 func TestUnmanagedAttributesCanBeDropped(t *testing.T) {
 	r := newRaw(t, Config{})
 	if err := r.s.SetUnmanagedAttributes(testRealm, false); err != nil {

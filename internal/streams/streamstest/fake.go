@@ -28,6 +28,7 @@ type Fake struct {
 	throttle  int
 	calls     map[string]int
 	iterTypes map[types.ShardIteratorType]int
+	reads     map[string]int // GetRecords calls by stream ARN
 }
 
 type stream struct {
@@ -65,6 +66,7 @@ func New() *Fake {
 		iterators: map[string]iterator{},
 		calls:     map[string]int{},
 		iterTypes: map[types.ShardIteratorType]int{},
+		reads:     map[string]int{},
 		seq:       100_000_000_000_000_000,
 	}
 }
@@ -200,6 +202,13 @@ func (f *Fake) Calls(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[op]
+}
+
+// StreamReads is how often GetRecords was called on a stream's shards.
+func (f *Fake) StreamReads(arn string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads[arn]
 }
 
 // IteratorTypes is how often GetShardIterator was asked for each iterator type.
@@ -395,6 +404,7 @@ func (f *Fake) GetRecords(_ context.Context, in *dynamodbstreams.GetRecordsInput
 	if !ok {
 		return nil, fmt.Errorf("streamstest: unknown iterator %q", aws.ToString(in.ShardIterator))
 	}
+	f.reads[it.arn]++
 	sh, err := f.shard(it.arn, it.shard)
 	if err != nil {
 		return nil, err

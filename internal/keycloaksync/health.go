@@ -1,0 +1,208 @@
+package keycloaksync
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+)
+
+// Parking. A tenant whose realm hangs, answers 5xx, or answers 429 is parked as a whole:
+// its stream is held (streams.Park), so its records wait in order behind the first failure
+// and hold no delivery slot that another tenant could use, and nothing is sent to the realm
+// but one probe at a time — the held record itself, delivered again when the park ends.
+// The park lasts minParkFor, doubling with each failed probe up to maxParkFor, or as long
+// as the realm's Retry-After asks (up to maxRetryAfterPark). The first probe that succeeds
+// resumes the tenant.
+const (
+	minParkFor        = time.Second
+	maxParkFor        = 30 * time.Second
+	maxRetryAfterPark = 10 * time.Minute
+	// probeHold is how long a record that arrives while another probes the realm waits.
+	probeHold = time.Second
+)
+
+type tenantHealth struct {
+	failures int
+	until    time.Time
+	since    time.Time
+	reason   string
+	probing  bool
+}
+
+// Health tracks which tenants are parked. It is safe for concurrent use.
+type Health struct {
+	statuses *dynamo.SyncStatuses
+	owner    string
+	log      *zap.Logger
+	parked   *prometheus.GaugeVec
+	now      func() time.Time
+
+	mu      sync.Mutex
+	tenants map[tenantKey]*tenantHealth
+	// parking is closed when the tenant is parked, to stop its records in flight.
+	parking map[tenantKey]chan struct{}
+}
+
+type tenantKey struct{ system, tenant string }
+
+func (k tenantKey) String() string { return k.system + "/" + k.tenant }
+
+// NewHealth registers ssodir_keycloak_tenant_parked{system,tenant} on reg. Parking and
+// resuming are also written to statuses (when not nil) for `keycloak-sync status`, as
+// seen by the process named owner.
+func NewHealth(statuses *dynamo.SyncStatuses, owner string, reg prometheus.Registerer, log *zap.Logger) (*Health, error) {
+	h := &Health{statuses: statuses, owner: owner, log: log, now: time.Now, tenants: map[tenantKey]*tenantHealth{},
+		parking: map[tenantKey]chan struct{}{},
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_tenant_parked",
+			Help: "1 while a tenant's realm is failing and its records wait behind the first failure."}, []string{"system", "tenant"}),
+	}
+	if err := reg.Register(h.parked); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Admit decides whether a record of the tenant may go to its realm now. When not, the
+// record is to be held until the time returned.
+func (h *Health) Admit(system, tenant string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenants[tenantKey{system, tenant}]
+	now := h.now()
+	switch {
+	case t == nil:
+		return time.Time{}, true
+	case now.Before(t.until):
+		return t.until, false
+	case t.probing:
+		return now.Add(probeHold), false
+	}
+	t.probing = true
+	return time.Time{}, true
+}
+
+// Watch is ctx, cancelled with cause errParked as soon as the tenant is parked: the
+// tenant's other records in flight stop waiting on a realm that another record found
+// failing, and free their delivery slots at once.
+func (h *Health) Watch(ctx context.Context, system, tenant string) (context.Context, context.CancelFunc) {
+	key := tenantKey{system, tenant}
+	h.mu.Lock()
+	ch := h.parking[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		h.parking[key] = ch
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-ch:
+			cancel(errParked)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// Until is when the parked tenant's next probe is due; ok is false when it is not parked.
+func (h *Health) Until(system, tenant string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.tenants[tenantKey{system, tenant}]; t != nil {
+		return t.until, true
+	}
+	return time.Time{}, false
+}
+
+// forgetAfter is how long after its probe was due a park is forgotten: its stream moved to
+// another process (a lease handover), so no probe comes here any more, and reconciles must
+// not wait on it for ever.
+const forgetAfter = 2 * maxParkFor
+
+// Parked reports whether the tenant is parked, and why.
+func (h *Health) Parked(system, tenant string) (string, bool) {
+	key := tenantKey{system, tenant}
+	h.mu.Lock()
+	t := h.tenants[key]
+	if t != nil && h.now().After(t.until.Add(forgetAfter)) {
+		delete(h.tenants, key)
+		h.mu.Unlock()
+		h.parked.DeleteLabelValues(system, tenant)
+		h.record(context.Background(), key, false, time.Time{}, "")
+		return "", false
+	}
+	h.mu.Unlock()
+	if t != nil {
+		return t.reason, true
+	}
+	return "", false
+}
+
+// Failed records that the realm failed (err is one keycloak.RealmUnavailable accepts) and
+// returns until when the tenant is parked.
+func (h *Health) Failed(ctx context.Context, system, tenant string, err error, retryAfter time.Duration) time.Time {
+	key := tenantKey{system, tenant}
+	h.mu.Lock()
+	t := h.tenants[key]
+	first := t == nil
+	if first {
+		t = &tenantHealth{since: h.now()}
+		h.tenants[key] = t
+	}
+	t.failures++
+	t.probing = false
+	t.reason = err.Error()
+	wait := minParkFor << min(t.failures-1, 10)
+	wait = min(wait, maxParkFor)
+	if retryAfter > wait {
+		wait = min(retryAfter, maxRetryAfterPark)
+	}
+	t.until = h.now().Add(wait)
+	until, since, reason := t.until, t.since, t.reason
+	if ch := h.parking[key]; ch != nil {
+		close(ch)
+		delete(h.parking, key)
+	}
+	h.mu.Unlock()
+
+	if first {
+		h.parked.WithLabelValues(system, tenant).Set(1)
+		h.log.Warn("keycloak realm failing: tenant parked, its records wait in order",
+			zap.String("tenant", key.String()), zap.Duration("probe_in", wait), zap.Error(err))
+		h.record(ctx, key, true, since, reason)
+	}
+	return until
+}
+
+// OK records that the realm answered; a parked tenant resumes.
+func (h *Health) OK(ctx context.Context, system, tenant string) {
+	key := tenantKey{system, tenant}
+	h.mu.Lock()
+	t := h.tenants[key]
+	delete(h.tenants, key)
+	h.mu.Unlock()
+	if t == nil {
+		return
+	}
+	h.parked.DeleteLabelValues(system, tenant)
+	h.log.Info("keycloak realm answers again: tenant resumed",
+		zap.String("tenant", key.String()), zap.Duration("parked_for", h.now().Sub(t.since)))
+	h.record(ctx, key, false, time.Time{}, "")
+}
+
+func (h *Health) record(ctx context.Context, key tenantKey, parked bool, since time.Time, reason string) {
+	if h.statuses == nil {
+		return
+	}
+	// The status row is for operators; the sync goes on whether or not it is written.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := h.statuses.RecordParked(ctx, key.system, key.tenant, parked, since, reason, h.owner); err != nil {
+		h.log.Warn("record parked state", zap.String("tenant", key.String()), zap.Error(err))
+	}
+}

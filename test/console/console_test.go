@@ -1,0 +1,216 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// seed provisions tenant demo/acme with three users and a group, through the command API.
+func seed(t *testing.T, in *install) {
+	t.Helper()
+	mustCall(t, 201, "POST", in.url("command-api")+"/v1/systems/demo/tenants", map[string]any{"tenant_id": "acme"})
+	base := in.url("command-api") + "/v1/systems/demo/tenants/acme"
+	for _, u := range []map[string]any{
+		{"username": "jdoe", "email": "jdoe@example.com", "first_name": "Jane", "last_name": "Doe"},
+		{"username": "rroe", "email": "rroe@example.com", "first_name": "Richard", "last_name": "Roe"},
+		{"username": "asmith", "email": "asmith@example.com", "first_name": "Ann", "last_name": "Smith", "attributes": map[string][]string{"dept": {"eng"}}},
+	} {
+		mustCall(t, 201, "POST", base+"/users", u)
+	}
+	mustCall(t, 201, "POST", base+"/groups", map[string]any{"name": "Admins", "description": "Demo administrators"})
+	waitProjected(t, in, "/users?limit=500", 3)
+	waitProjected(t, in, "/groups?limit=500", 1)
+
+}
+
+// consoleURL is what make run prints: the console with the other services' addresses, a
+// tenant and the development token in its fragment (which never reaches a server).
+func consoleURL(in *install) string {
+	q := url.Values{"command_api": {in.url("command-api")}, "projector": {in.url("projector")},
+		"keycloak_sync": {in.url("keycloak-sync")}, "tenant": {"demo/acme"}, "token": {token}}
+	return in.url("query-api") + "/console/#/signin?" + q.Encode()
+}
+
+func TestConsoleInABrowser(t *testing.T) {
+	in := newInstall(t)
+	in.start("command-api")
+	in.start("projector")
+	in.start("query-api")
+	in.start("keycloak-sync")
+	seed(t, in)
+	query := in.url("query-api") + "/v1/systems/demo/tenants/acme"
+	b := newBrowser(t)
+	shots := screenshots(t)
+	a := b.ctx
+
+	b.run(a, "sign in with the development token from make run's URL",
+		chromedp.Navigate(consoleURL(in)),
+		waitText("#users tbody", "asmith"), waitText("#users tbody", "jdoe"), waitText("#users tbody", "rroe"),
+		waitText("#who", "demo/acme"), labelled())
+	shots.take(b, a, "console-users")
+
+	b.run(a, "search by last-name prefix as you type",
+		typeText("#search", "sm"),
+		waitNoText("#users tbody", "jdoe"), waitText("#users tbody", "asmith"), waitText("#user-count", "Sorted by last name"))
+	b.run(a, "search by first-name prefix",
+		setValue("#search", ""), setValue("#search-by", "first_name"),
+		typeText("#search", "ric"),
+		waitNoText("#users tbody", "asmith"), waitText("#users tbody", "rroe"))
+	b.run(a, "typing an address searches by email",
+		setValue("#search", ""), typeText("#search", "JDOE@example.com"),
+		waitNoText("#users tbody", "rroe"), waitText("#users tbody", "jdoe"), waitText("#user-count", "Match by email"))
+
+	b.run(a, "open a user",
+		click(`#users a[href$="/users/jdoe"]`),
+		waitText("#user-facts", "jdoe@example.com"), waitText("#activity", "Created"), labelled())
+
+	b.run(a, "edit it and see the change in the timeline, old → new",
+		click("#edit-user"),
+		setValue(`#user-form [name="last_name"]`, "Dough"),
+		click("#save-user"),
+		waitText("#user-last-name", "Dough"), waitText("#flash", "Changes saved"),
+		waitText("#activity li:first-child", "Updated"), waitText("#activity li:first-child", "last_name"),
+		waitText("#activity li:first-child .old", "Doe"), waitText("#activity li:first-child .new", "Dough"),
+		waitText("#activity li:first-child", "bootstrap"))
+	b.run(a, "the edit form is labelled too", click("#edit-user"), labelled(), click(`#user-form button[type="button"]`))
+	shots.take(b, a, "console-user")
+
+	b.run(a, "an invalid edit shows the API's message next to the field and changes nothing",
+		click("#edit-user"),
+		setValue(`#user-form [name="email"]`, "not-an-address"),
+		click("#save-user"),
+		waitFor(`#user-form [name="email"][aria-invalid="true"]`),
+		waitFor(`#user-form .field:has([name="email"]) .field-error`))
+	var u struct {
+		Email   string `json:"email"`
+		Version int    `json:"version"`
+	}
+	if err := json.Unmarshal(mustCall(t, 200, "GET", query+"/users/jdoe", nil), &u); err != nil || u.Email != "jdoe@example.com" {
+		t.Fatalf("after a refused edit the user is %+v (%v)", u, err)
+	}
+
+	// A second session (another tab, signed in on its own) changes the user this tab shows.
+	second := b.tab()
+	b.run(second, "a second session edits the same user",
+		chromedp.Navigate(consoleURL(in)), waitText("#users tbody", "jdoe"),
+		goHash("#/t/demo/acme/users/jdoe"), waitText("#user-facts", "Dough"),
+		click("#edit-user"),
+		setValue(`#user-form [name="first_name"]`, "Janet"),
+		click("#save-user"),
+		waitText("#user-first-name", "Janet"))
+	b.run(a, "this session's save, from the version it showed, gets 412 and says so",
+		waitText("#user-first-name", "Jane"),
+		setValue(`#user-form [name="email"]`, "jdoe@example.com"),
+		setValue(`#user-form [name="last_name"]`, "Doh"),
+		click("#save-user"),
+		waitText("#conflict-message", "User jdoe was changed by someone else since you opened it"))
+	shots.take(b, a, "console-conflict")
+	b.run(a, "reload shows the other session's change, and this one was not saved",
+		click("#conflict-reload"),
+		waitText("#user-first-name", "Janet"), waitText("#user-last-name", "Dough"))
+
+	b.run(a, "add a member from the group's page",
+		click(`#nav a[href$="/groups"]`),
+		waitText("#groups tbody", "Admins"),
+		click(`#groups a[href$="/groups/Admins"]`),
+		waitText("#members", "No members"),
+		typeText("#add-member-name", "jdoe"),
+		click(`#add-member button[type="submit"]`),
+		waitText("#members", "jdoe"), waitText("#flash", "jdoe added"),
+		waitText("#activity li:first-child", "Member added"), labelled())
+	shots.take(b, a, "console-group")
+	var members struct {
+		Items []struct{ Username string } `json:"items"`
+	}
+	_ = json.Unmarshal(mustCall(t, 200, "GET", query+"/groups/admins/members", nil), &members)
+	if len(members.Items) != 1 || members.Items[0].Username != "jdoe" {
+		t.Fatalf("members after the console added one: %+v", members.Items)
+	}
+
+	b.run(a, "the user's page lists the group",
+		click(`#members a[href$="/users/jdoe"]`),
+		waitText("#user-groups", "Admins"))
+
+	b.run(a, "operations show the projector and keycloak-sync for the tenant",
+		click(`#nav a[href$="/ops"]`),
+		waitText("#projector-ready", "Ready"), waitText("#keycloak-sync-ready", "Ready"),
+		waitText("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"), labelled())
+	shots.take(b, a, "console-operations")
+	b.run(a, "today's activity across the tenant",
+		click(`#nav a[href$="/activity"]`), waitText("#tenant-activity li:first-child", "Member added"),
+		waitText("#tenant-activity", "user jdoe"), labelled())
+	shots.take(b, a, "console-activity")
+
+	b.run(a, "delete a user",
+		goHash("#/t/demo/acme/users/rroe"), waitText("#user-facts", "rroe@example.com"),
+		click("#delete-user"),
+		click("#confirm-delete"),
+		waitText("#flash", "User rroe deleted"), waitNoText("#users tbody", "rroe"), waitText("#users tbody", "jdoe"))
+	if status, _, body := call(t, "GET", query+"/users/rroe", nil); status != 404 {
+		t.Fatalf("deleted user: %d %s", status, body)
+	}
+
+	shots.phone(b, a, in)
+	b.noErrors()
+}
+
+// shooter writes screenshots into SSODIR_CONSOLE_SCREENSHOTS when it is set (make
+// console-screenshots points it at docs/); otherwise it does nothing.
+type shooter struct {
+	t   *testing.T
+	dir string
+}
+
+func screenshots(t *testing.T) shooter {
+	return shooter{t: t, dir: os.Getenv("SSODIR_CONSOLE_SCREENSHOTS")}
+}
+
+func (s shooter) take(b *browser, ctx context.Context, name string) {
+	if s.dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		s.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, name+".png"), png, 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s shooter) phone(b *browser, ctx context.Context, in *install) {
+	if s.dir == "" {
+		return
+	}
+	b.run(ctx, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
+		goHash("#/t/demo/acme/users/jdoe"), waitText("#activity", "Updated"))
+	s.take(b, ctx, "console-user-phone")
+	b.run(ctx, "phone users", goHash("#/t/demo/acme/users"), waitText("#users tbody", "jdoe"))
+	s.take(b, ctx, "console-users-phone")
+}
+
+// waitProjected waits until the query API's list at path (of demo/acme) has n items: the
+// views follow the command log a moment later, and the console's first page is a list.
+func waitProjected(t *testing.T, in *install, path string, n int) {
+	t.Helper()
+	var got int
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(mustCall(t, 200, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme"+path, nil), &page); err != nil {
+			t.Fatal(err)
+		}
+		if got = len(page.Items); got == n {
+			return
+		}
+	}
+	t.Fatalf("%s has %d items, want %d", path, got, n)
+}
