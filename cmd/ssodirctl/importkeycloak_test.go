@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ssodir/ssodir/client"
 	"github.com/ssodir/ssodir/internal/keycloak"
@@ -64,6 +65,14 @@ func TestImportKeycloak(t *testing.T) {
 	}
 	events := func() int {
 		return len(decodeJSON[[]client.Activity](t, c.ok("activity", "--actor", "bootstrap", "--max", "0", "-o", "json")))
+	}
+	// The plan reads the directory through the query API: wait until the projector has
+	// the three commands above, or a busy machine makes the plan miss them.
+	for i := 0; events() < 3; i++ {
+		if i == 300 {
+			t.Fatal("the seed commands were not projected within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	before := settled(t, events)
 

@@ -88,7 +88,8 @@
 // record again, alone, no earlier than until; records that were in flight with it and
 // fail meanwhile wait too and follow it, in order, once it is acked. Parked deliveries
 // do not count toward MaxAttempts, so a long outage never dead-letters; a parked record
-// that fails without Park is retried (still alone) as any other.
+// that fails without Park ends the park (its downstream answered): the records held behind
+// it go on, and it is retried as any other.
 //
 // The checkpoint is the sequence number up to which every record is acked or
 // dead-lettered; it is written every CheckpointInterval, at a shard's end, and on release.

@@ -194,3 +194,62 @@ func TestParkedStreamHoldsNoSlotsAndResumesInOrder(t *testing.T) {
 		return s.metric(t, "ssodir_stream_parked", labels) == 0 && s.metric(t, "ssodir_stream_parked_records", labels) == 0
 	})
 }
+
+// A parked record that, once its downstream answers, fails for a reason of its own (it
+// waits on a record held behind it, such as a membership whose user's create is held)
+// ends the park: the held records go on, and it succeeds on a later attempt instead of
+// being retried alone until it becomes a dead letter.
+func TestParkEndsWhenTheParkedRecordFailsOnItsOwn(t *testing.T) {
+	t.Parallel()
+	h, f := newHarness(t), streamstest.New()
+	arn, st := fakeStream(f, "down", "s1")
+	f.Put(arn, "s1", item("membership", 1))
+	f.Put(arn, "s1", item("user", 1))
+	s := h.newSubscriber(streams.NewStaticSource(st), f, nil, func(c *streams.Config) {
+		c.MaxInFlight, c.MaxInFlightPerShard, c.MaxAttempts = 2, 2, 4
+	})
+	ch, err := s.Subscribe(context.Background(), "records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var realmUp, userDone, membershipDone atomic.Bool
+	var parks atomic.Int64
+	handle := func(msg *message.Message) {
+		r, err := streams.DecodeRecord(msg)
+		if err != nil {
+			t.Error(err)
+			msg.Nack()
+			return
+		}
+		if !realmUp.Load() {
+			if r.Aggregate == "user" {
+				time.Sleep(50 * time.Millisecond) // the membership's record parks first
+			}
+			streams.Park(msg, time.Now().Add(100*time.Millisecond))
+			if parks.Add(1) == 2 {
+				realmUp.Store(true)
+			}
+			msg.Nack()
+			return
+		}
+		switch {
+		case r.Aggregate == "user":
+			userDone.Store(true)
+			msg.Ack()
+		case userDone.Load():
+			membershipDone.Store(true)
+			msg.Ack()
+		default:
+			msg.Nack() // the user is not there yet: this record's own failure
+		}
+	}
+	go func() {
+		for msg := range ch {
+			go handle(msg)
+		}
+	}()
+	eventually(t, 10*time.Second, "both records applied", func() bool { return userDone.Load() && membershipDone.Load() })
+	if dls, err := s.DeadLetters().List(context.Background(), streams.DeadLetterFilter{}); err != nil || len(dls) != 0 {
+		t.Errorf("dead letters %v (%v), want none", dls, err)
+	}
+}

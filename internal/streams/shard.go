@@ -427,13 +427,11 @@ func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
 		w.reschedulePark(r.park)
 		return
 	case p != nil && p.head == e:
-		// The parked record failed without asking to be parked again: an ordinary
-		// attempt, retried (still alone) after the usual backoff, dead-lettered when its
-		// attempts run out.
-		if e.attempts < w.s.cfg.MaxAttempts {
-			w.reschedulePark(time.Now().Add(backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)))
-			return
-		}
+		// The parked record failed without asking to be parked again: its downstream
+		// answered, so the park is over. The held records go on in order, and this one is
+		// an ordinary failed attempt, retried after the usual backoff. Keeping the others
+		// held behind it would deadlock a record that waits on one of them (a membership
+		// whose user's create is held).
 		w.endPark()
 	case p != nil:
 		w.holdFailed(e, r.park)
