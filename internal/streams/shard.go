@@ -619,6 +619,9 @@ func (w *shardWorker) read(ctx context.Context) {
 	fromHorizon := last == ""
 	var it string
 	failures := 0
+	interval := w.s.cfg.shardReadInterval()
+	var nextRead time.Time
+	idle := 0 // empty pages in a row
 	retry := func(err error) bool {
 		failures++
 		kind := readErrorKind(err)
@@ -670,6 +673,12 @@ func (w *shardWorker) read(ctx context.Context) {
 			}
 		}
 
+		// The shard's GetRecords budget holds even for a busy shard: its pages then carry
+		// up to `limit` records each.
+		if !sleep(ctx, time.Until(nextRead)) {
+			return
+		}
+		nextRead = time.Now().Add(interval)
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := api.GetRecords(cctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(limit)})
 		cancel()
@@ -726,7 +735,16 @@ func (w *shardWorker) read(ctx context.Context) {
 			return
 		}
 		it = *out.NextShardIterator
-		if len(out.Records) == 0 && !sleep(ctx, w.s.cfg.PollInterval) {
+		if len(out.Records) > 0 {
+			idle = 0
+			w.s.m.getRecords.WithLabelValues(w.s.cfg.Consumer, "records").Inc()
+			continue
+		}
+		// An idle shard backs off; the first page with records ends the back-off, and
+		// the pages after it are read as fast as the budget allows.
+		idle++
+		w.s.m.getRecords.WithLabelValues(w.s.cfg.Consumer, "empty").Inc()
+		if !sleep(ctx, w.s.cfg.idlePause(idle)) {
 			return
 		}
 	}
@@ -803,6 +821,10 @@ func (w *shardWorker) gap(ctx context.Context, after, reason string) bool {
 // children can start.
 func (w *shardWorker) shardGone(ctx context.Context, last string) {
 	for attempt := 1; ; attempt++ {
+		if !w.s.limits.describe.wait(ctx) {
+			return
+		}
+		w.s.m.apiCalls.WithLabelValues(w.s.cfg.Consumer, "DescribeStream").Inc()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, err := w.s.cfg.Streams.DescribeStream(cctx, &dynamodbstreams.DescribeStreamInput{
 			StreamArn: aws.String(w.stream.StreamARN), Limit: aws.Int32(1),

@@ -47,13 +47,24 @@ type Subscriber struct {
 
 	lastBeat atomic.Int64 // unix nanoseconds of the last successful heartbeat
 
-	stop       chan struct{} // closed when Close begins
-	syncNow    chan string   // stream ARNs to list at once (a shard ended)
-	balanceNow chan struct{} // a lease round at once (a stream was found, or new shards)
-	loopCtx    context.Context
-	loopCancel context.CancelFunc
-	loops      sync.WaitGroup
-	workersWG  sync.WaitGroup
+	stop chan struct{} // closed when Close begins
+	// Discovery work that must not wait behind a sweep of every stream: streams just
+	// found and streams with a shard just finished (urgent, listed first), and tables
+	// whose stream ARN the Source did not give (resolve). kick wakes the loop.
+	urgent    []string
+	urgentSet map[string]bool
+	resolve   map[string]Stream // by table
+	kick      chan struct{}
+	limits    *accountLimits
+	// firstRound is closed after the first lease round: the lease rows it read tell the
+	// discovery loop which streams' shards are known already.
+	firstRound     chan struct{}
+	firstRoundOnce sync.Once
+	balanceNow     chan struct{} // a lease round at once (a stream was found, or new shards)
+	loopCtx        context.Context
+	loopCancel     context.CancelFunc
+	loops          sync.WaitGroup
+	workersWG      sync.WaitGroup
 	// The heartbeat goes on until every worker has stopped, so that no peer takes a
 	// lease while one of our handlers still runs: stopBeat ends it, beatDone says so.
 	stopBeat chan struct{}
@@ -114,7 +125,11 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		handoverRequested: map[string]time.Time{},
 		parkedShards:      map[[2]string]int{},
 		stop:              make(chan struct{}),
-		syncNow:           make(chan string, 64),
+		urgentSet:         map[string]bool{},
+		resolve:           map[string]Stream{},
+		kick:              make(chan struct{}, 1),
+		limits:            newAccountLimits(cfg),
+		firstRound:        make(chan struct{}),
 		balanceNow:        make(chan struct{}, 1),
 		stopBeat:          make(chan struct{}),
 		beatDone:          make(chan struct{}),
@@ -292,28 +307,81 @@ func (s *Subscriber) fenced() bool {
 	return time.Since(time.Unix(0, s.lastBeat.Load())) > s.cfg.LeaseDuration-s.cfg.leaseTick()
 }
 
+// discoveryLoop polls the Source and lists shards. Streams just found and streams whose
+// shard just ended are listed first; the periodic sweep of every stream goes one stream
+// at a time between them, so a new tenant never waits behind a sweep. Every
+// DescribeStream and ListStreams call waits for the process's share of the account limit.
 func (s *Subscriber) discoveryLoop() {
 	defer s.loops.Done()
 	ctx := s.loopCtx
+	select {
+	case <-s.firstRound:
+	case <-s.stop:
+		return
+	}
 	s.pollSource(ctx)
 	src := time.NewTicker(s.cfg.SourceInterval)
 	defer src.Stop()
-	sync := time.NewTicker(s.cfg.ShardSyncInterval)
-	defer sync.Stop()
-	for {
+	var sweep []string
+	nextSweep := time.Now().Add(s.cfg.ShardSyncInterval)
+	sweepTimer := time.NewTimer(s.cfg.ShardSyncInterval)
+	defer sweepTimer.Stop()
+	for ctx.Err() == nil {
+		switch arn, table, ok := s.nextUrgent(); {
+		case ok && table != "":
+			s.resolveStream(ctx, table)
+		case ok:
+			s.syncStream(ctx, arn)
+		case len(sweep) > 0:
+			arn := sweep[0]
+			sweep = sweep[1:]
+			s.syncStream(ctx, arn)
+		}
+		if len(sweep) == 0 && !time.Now().Before(nextSweep) {
+			sweep = s.streamsToSync()
+			nextSweep = time.Now().Add(s.cfg.ShardSyncInterval)
+			sweepTimer.Reset(s.cfg.ShardSyncInterval)
+		}
+		if len(sweep) > 0 || s.hasUrgent() {
+			// More to do: only look whether the Source is due.
+			select {
+			case <-src.C:
+				s.pollSource(ctx)
+			default:
+			}
+			continue
+		}
 		select {
 		case <-s.stop:
 			return
 		case <-src.C:
 			s.pollSource(ctx)
-		case <-sync.C:
-			for _, arn := range s.streamsToSync() {
-				s.syncStream(ctx, arn)
-			}
-		case arn := <-s.syncNow:
-			s.syncStream(ctx, arn)
+		case <-s.kick:
+		case <-sweepTimer.C:
 		}
 	}
+}
+
+// nextUrgent takes the next urgent stream to list, or a table whose stream to find.
+func (s *Subscriber) nextUrgent() (arn, table string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.urgent) > 0 {
+		arn = s.urgent[0]
+		s.urgent = s.urgent[1:]
+		delete(s.urgentSet, arn)
+		return arn, "", true
+	}
+	for t := range s.resolve {
+		return "", t, true
+	}
+	return "", "", false
+}
+
+func (s *Subscriber) hasUrgent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.urgent) > 0 || len(s.resolve) > 0
 }
 
 // streamsToSync picks the streams this process lists in a periodic sync: those it reads,
@@ -348,11 +416,17 @@ func (s *Subscriber) aliveLocked(id string, now time.Time) bool {
 	return ok && now.Sub(o.changed) < s.cfg.LeaseDuration
 }
 
-// requestSync asks the discovery loop to list a stream's shards now.
+// requestSync asks the discovery loop to list a stream's shards before its sweep.
 func (s *Subscriber) requestSync(arn string) {
+	s.mu.Lock()
+	if !s.urgentSet[arn] {
+		s.urgentSet[arn] = true
+		s.urgent = append(s.urgent, arn)
+	}
+	s.mu.Unlock()
 	select {
-	case s.syncNow <- arn:
-	default: // a full queue will be drained by the periodic sync anyway
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -366,41 +440,53 @@ func (s *Subscriber) pollSource(ctx context.Context) {
 		}
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	desired := map[string]Stream{}
+	tables := map[string]bool{}
 	for _, st := range list {
 		if st.StreamARN == "" {
-			s.mu.Lock()
+			tables[st.Table] = true
 			arn, ok := s.arnByTable[st.Table]
-			s.mu.Unlock()
 			if !ok {
-				arn, err = s.resolveARN(ctx, st.Table)
-				if err != nil {
-					s.log.Warn("find stream of table failed", zap.String("system", st.System),
-						zap.String("tenant", st.Tenant), zap.String("table", st.Table), zap.Error(err))
-					continue
-				}
-				if arn == "" {
-					s.log.Debug("table has no stream yet", zap.String("tenant", st.Tenant), zap.String("table", st.Table))
-					continue
-				}
-				s.mu.Lock()
-				s.arnByTable[st.Table] = arn
-				s.mu.Unlock()
+				// Found by the discovery loop with ListStreams, within its budget.
+				s.resolve[st.Table] = st
+				continue
 			}
 			st.StreamARN = arn
 		}
 		desired[st.StreamARN] = st
 	}
+	for t := range s.resolve {
+		if !tables[t] {
+			delete(s.resolve, t)
+		}
+	}
 
-	var added []string
-	s.mu.Lock()
+	known := map[string]map[string]string{} // stream → shard → parent, from the lease rows
+	for _, r := range s.rows {
+		if known[r.StreamARN] == nil {
+			known[r.StreamARN] = map[string]string{}
+		}
+		known[r.StreamARN][r.ShardID] = r.Parent
+	}
+	balance := false
 	for arn, st := range desired {
 		if cur, ok := s.streams[arn]; ok {
 			cur.removed = false
 			continue
 		}
-		s.streams[arn] = &streamState{Stream: st}
-		added = append(added, arn)
+		// A stream whose shards have lease rows (a restart, or a peer listed it) is read
+		// from those rows at once; rows are written parents first, so they are a listing
+		// a child can be judged on, and the sweep lists the stream again later. Only a
+		// stream nobody has listed yet waits for its DescribeStream, ahead of the sweep.
+		s.streams[arn] = &streamState{Stream: st, listed: known[arn]}
+		if known[arn] != nil {
+			balance = true
+		} else if !s.urgentSet[arn] {
+			s.urgentSet[arn] = true
+			s.urgent = append(s.urgent, arn)
+		}
 		s.log.Info("following stream", zap.String("stream", arn), zap.String("system", st.System),
 			zap.String("tenant", st.Tenant), zap.String("table", st.Table))
 	}
@@ -417,10 +503,46 @@ func (s *Subscriber) pollSource(ctx context.Context) {
 			delete(s.streams, arn)
 		}
 	}
-	s.mu.Unlock()
-	for _, arn := range added {
-		s.syncStream(ctx, arn)
+	if balance {
+		select {
+		case s.balanceNow <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// resolveStream finds the stream of a table the Source named without its ARN, and
+// follows it from the next poll on (which is at once: it is listed as urgent).
+func (s *Subscriber) resolveStream(ctx context.Context, table string) {
+	s.mu.Lock()
+	st, ok := s.resolve[table]
+	delete(s.resolve, table)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	arn, err := s.resolveARN(ctx, table)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("find stream of table failed", zap.String("system", st.System),
+				zap.String("tenant", st.Tenant), zap.String("table", table), zap.Error(err))
+		}
+		return
+	case arn == "":
+		s.log.Debug("table has no stream yet", zap.String("tenant", st.Tenant), zap.String("table", table))
+		return
+	}
+	st.StreamARN = arn
+	s.mu.Lock()
+	s.arnByTable[table] = arn
+	if _, ok := s.streams[arn]; !ok {
+		s.streams[arn] = &streamState{Stream: st}
+		s.log.Info("following stream", zap.String("stream", arn), zap.String("system", st.System),
+			zap.String("tenant", st.Tenant), zap.String("table", st.Table))
+	}
+	s.mu.Unlock()
+	s.requestSync(arn)
 }
 
 func (s *Subscriber) hasWorkersLocked(arn string) bool {
@@ -438,6 +560,10 @@ func (s *Subscriber) resolveARN(ctx context.Context, table string) (string, erro
 	var best, bestLabel string
 	in := &dynamodbstreams.ListStreamsInput{TableName: aws.String(table)}
 	for {
+		if !s.limits.list.wait(ctx) {
+			return "", ctx.Err()
+		}
+		s.m.apiCalls.WithLabelValues(s.cfg.Consumer, "ListStreams").Inc()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := s.cfg.Streams.ListStreams(cctx, in)
 		cancel()
@@ -548,6 +674,10 @@ func (s *Subscriber) describe(ctx context.Context, arn string) ([]stypes.Shard, 
 	var shards []stypes.Shard
 	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)}
 	for {
+		if !s.limits.describe.wait(ctx) {
+			return nil, ctx.Err()
+		}
+		s.m.apiCalls.WithLabelValues(s.cfg.Consumer, "DescribeStream").Inc()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := s.cfg.Streams.DescribeStream(cctx, in)
 		cancel()
@@ -627,6 +757,7 @@ func (s *Subscriber) leaseLoop() {
 	defer t.Stop()
 	for {
 		s.balance(s.loopCtx)
+		s.firstRoundOnce.Do(func() { close(s.firstRound) })
 		select {
 		case <-s.stop:
 			return
@@ -752,6 +883,7 @@ func (s *Subscriber) balance(ctx context.Context) {
 		}
 	}
 	fair := (len(eligible) + liveOwners - 1) / liveOwners
+	s.limits.setProcesses(s.cfg, liveOwners)
 
 	var mine, free, dead []leaseRow
 	for _, r := range eligible {
