@@ -96,6 +96,11 @@ type Config struct {
 	// consumer. Defaults 10 and 5.
 	DescribeStreamRate float64
 	ListStreamsRate    float64
+	// LeaseScanInterval is how often a process reads its consumer's whole lease partition
+	// to find free shards and balance. In between, each lease round reads only the
+	// heartbeat rows; a peer joining, leaving or dying, a handover asked of us, or new
+	// shards trigger a full read at once. Default 30s.
+	LeaseScanInterval time.Duration
 	// SourceInterval is how often the Source is polled. Default 5s.
 	SourceInterval time.Duration
 	// ShardSyncInterval is how often the shards of the streams this process reads (or
@@ -148,6 +153,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.DescribeStreamRate, 10)
 	setDefault(&c.ListStreamsRate, 5)
 	setDefault(&c.SourceInterval, 5*time.Second)
+	setDefault(&c.LeaseScanInterval, 30*time.Second)
 	setDefault(&c.ShardSyncInterval, time.Minute)
 	setDefault(&c.CheckpointInterval, time.Second)
 	setDefault(&c.MaxInFlight, 32)
@@ -196,7 +202,7 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"LeaseDuration", c.LeaseDuration}, {"PollInterval", c.PollInterval}, {"IdlePollMax", c.IdlePollMax},
-		{"SourceInterval", c.SourceInterval}, {"ShardSyncInterval", c.ShardSyncInterval},
+		{"SourceInterval", c.SourceInterval}, {"ShardSyncInterval", c.ShardSyncInterval}, {"LeaseScanInterval", c.LeaseScanInterval},
 		{"CheckpointInterval", c.CheckpointInterval}, {"RetryBackoff", c.RetryBackoff},
 		{"MaxRetryBackoff", c.MaxRetryBackoff}, {"ShutdownTimeout", c.ShutdownTimeout},
 	} {

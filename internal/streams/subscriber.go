@@ -60,11 +60,17 @@ type Subscriber struct {
 	// discovery loop which streams' shards are known already.
 	firstRound     chan struct{}
 	firstRoundOnce sync.Once
-	balanceNow     chan struct{} // a lease round at once (a stream was found, or new shards)
-	loopCtx        context.Context
-	loopCancel     context.CancelFunc
-	loops          sync.WaitGroup
-	workersWG      sync.WaitGroup
+	// Owned by the lease loop: when the partition was last read whole, whether it must be
+	// read at the next round, the live owners and our handover asks last seen.
+	lastFull   time.Time
+	fullNeeded bool
+	lastAlive  map[string]bool
+	myAsks     int64
+	balanceNow chan struct{} // a lease round at once (a stream was found, or new shards)
+	loopCtx    context.Context
+	loopCancel context.CancelFunc
+	loops      sync.WaitGroup
+	workersWG  sync.WaitGroup
 	// The heartbeat goes on until every worker has stopped, so that no peer takes a
 	// lease while one of our handlers still runs: stopBeat ends it, beatDone says so.
 	stopBeat chan struct{}
@@ -755,16 +761,94 @@ func (s *Subscriber) leaseLoop() {
 	defer s.loops.Done()
 	t := time.NewTicker(s.cfg.leaseTick())
 	defer t.Stop()
+	s.fullNeeded = true
 	for {
-		s.balance(s.loopCtx)
+		if s.fullNeeded || time.Since(s.lastFull) >= s.cfg.LeaseScanInterval || s.lightRound(s.loopCtx) {
+			s.balance(s.loopCtx)
+		}
 		s.firstRoundOnce.Do(func() { close(s.firstRound) })
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		case <-s.balanceNow:
+			s.fullNeeded = true
 		}
 	}
+}
+
+// lightRound reads only the heartbeat rows: it keeps liveness current, fences us when our
+// heartbeats fail, and reports whether the whole partition must be read now (a process
+// joined, left or died, or a peer asked us for a shard).
+func (s *Subscriber) lightRound(ctx context.Context) bool {
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	owners, err := s.leases.loadOwners(lctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("read lease owners failed", zap.Error(err))
+		}
+		return false
+	}
+	now := time.Now()
+	fenced := s.fenced()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	_, changed := s.observeOwnersLocked(owners, now)
+	if fenced {
+		s.fullNeeded = true // to take shards again once heartbeats get through
+		for _, w := range s.workers {
+			if !w.isStopping() {
+				w.log.Warn("heartbeats are failing; stopping the shard and cancelling its handlers before peers take it over")
+			}
+			w.stopGracefully(now)
+		}
+	}
+	return changed || len(s.handoverRequested) > 0
+}
+
+// observeOwnersLocked notes the heartbeats read, and returns which owners are alive and
+// whether that set, or the handovers asked of us, changed since the last look.
+func (s *Subscriber) observeOwnersLocked(owners []ownerRow, now time.Time) (map[string]bool, bool) {
+	me := s.cfg.Owner
+	present := map[string]bool{}
+	changed := false
+	for _, o := range owners {
+		present[o.ID] = true
+		if prev, ok := s.seen[o.ID]; !ok || prev.heartbeat != o.Heartbeat {
+			s.seen[o.ID] = ownerSeen{heartbeat: o.Heartbeat, changed: now}
+		}
+		if o.ID == me && o.Asks != s.myAsks {
+			s.myAsks, changed = o.Asks, true
+		}
+	}
+	for id := range s.seen {
+		if !present[id] {
+			delete(s.seen, id)
+		}
+	}
+	alive := map[string]bool{me: true}
+	live := 1
+	for id := range present {
+		if id != me && s.aliveLocked(id, now) {
+			alive[id] = true
+			live++
+		}
+	}
+	if len(alive) != len(s.lastAlive) {
+		changed = true
+	}
+	for id := range alive {
+		if !s.lastAlive[id] {
+			changed = true
+		}
+	}
+	s.lastAlive = alive
+	s.limits.setProcesses(s.cfg, live)
+	return alive, changed
 }
 
 // balance is one lease round: read the lease table, let go of what we lost or were asked
@@ -798,23 +882,9 @@ func (s *Subscriber) balance(ctx context.Context) {
 		}
 		byStream[r.StreamARN][r.ShardID] = r
 	}
-	present := map[string]int64{}
-	for _, o := range owners {
-		present[o.ID] = o.Heartbeat
-		if prev, ok := s.seen[o.ID]; !ok || prev.heartbeat != o.Heartbeat {
-			s.seen[o.ID] = ownerSeen{heartbeat: o.Heartbeat, changed: now}
-		}
-	}
-	for id := range s.seen {
-		if _, ok := present[id]; !ok {
-			delete(s.seen, id)
-		}
-	}
+	s.lastFull, s.fullNeeded = now, false
 	// A snapshot, as alive is also used after the lock is let go.
-	aliveSet := map[string]bool{me: true}
-	for id := range present {
-		aliveSet[id] = s.aliveLocked(id, now)
-	}
+	aliveSet, _ := s.observeOwnersLocked(owners, now)
 	alive := func(id string) bool { return aliveSet[id] }
 
 	// Let go of what is no longer ours to hold.
@@ -859,13 +929,8 @@ func (s *Subscriber) balance(ctx context.Context) {
 			eligible = append(eligible, r)
 		}
 	}
-	liveOwners := 1
+	liveOwners := len(aliveSet)
 	counts := map[string]int{}
-	for id := range present {
-		if id != me && alive(id) {
-			liveOwners++
-		}
-	}
 	for _, r := range eligible {
 		if r.Owner != "" && r.Owner != me && alive(r.Owner) {
 			counts[r.Owner]++
@@ -883,7 +948,6 @@ func (s *Subscriber) balance(ctx context.Context) {
 		}
 	}
 	fair := (len(eligible) + liveOwners - 1) / liveOwners
-	s.limits.setProcesses(s.cfg, liveOwners)
 
 	var mine, free, dead []leaseRow
 	for _, r := range eligible {
@@ -902,6 +966,7 @@ func (s *Subscriber) balance(ctx context.Context) {
 	s.mu.Unlock()
 
 	if fenced {
+		s.fullNeeded = true
 		return
 	}
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
@@ -992,6 +1057,11 @@ func (s *Subscriber) requestOneHandover(ctx context.Context, eligible []leaseRow
 			s.mu.Lock()
 			s.handoverRequested[r.key()] = time.Now()
 			s.mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			if err := s.leases.askOwner(cctx, r.Owner); err != nil {
+				s.log.Warn("telling the holder of a handover failed; it sees the request at its next full read", zap.Error(err))
+			}
+			cancel()
 			s.log.Info("asked for a shard to balance load", zap.String("stream", r.StreamARN),
 				zap.String("shard", r.ShardID), zap.String("from", busiest))
 		}
@@ -1046,7 +1116,14 @@ func (s *Subscriber) workerExited(w *shardWorker, finished bool, err error) {
 	s.mu.Unlock()
 	s.m.leasesHeld.WithLabelValues(s.cfg.Consumer).Dec()
 	if finished {
+		// The children may be eligible now: list the stream (new children).
 		s.requestSync(w.stream.StreamARN)
+	}
+	// Read the leases at once: the children of a finished shard may be eligible, and a
+	// shard we let go (fenced, handed over) may be ours to take again.
+	select {
+	case s.balanceNow <- struct{}{}:
+	default:
 	}
 	s.workersWG.Done()
 }

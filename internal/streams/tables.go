@@ -32,6 +32,7 @@ const (
 	attrOwnerID    = "owner_id"
 	attrHeartbeat  = "heartbeat"
 	attrBeatAt     = "heartbeat_at"
+	attrAsks       = "handover_asks"
 )
 
 // Attribute names of the dead-letter table: one partition per consumer, sorted by
