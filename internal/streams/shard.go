@@ -73,6 +73,9 @@ type shardWorker struct {
 	// every handler has returned, so a peer never delivers while one of ours runs.
 	hctx    context.Context
 	hcancel context.CancelFunc
+	// ctx bounds the worker's own calls; abandonNow cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	pages   chan page
 	results chan result
@@ -108,9 +111,10 @@ func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
 		start = ""
 	}
 	hctx, hcancel := context.WithCancel(s.msgBase)
+	ctx, cancel := context.WithCancel(context.Background())
 	return &shardWorker{
 		s: s, st: st, stream: st.Stream, shardID: r.ShardID, key: r.key(), token: r.Token,
-		start: start, log: log, hctx: hctx, hcancel: hcancel,
+		start: start, log: log, hctx: hctx, hcancel: hcancel, ctx: ctx, cancel: cancel,
 		graceful: make(chan struct{}), abandon: make(chan struct{}), done: make(chan struct{}),
 		pages: make(chan page), results: make(chan result), retries: make(chan *entry),
 		parkDue: make(chan *parkState), wake: make(chan struct{}, 1),
@@ -131,7 +135,10 @@ func (w *shardWorker) stopGracefully(deadline time.Time) {
 // abandonNow makes the worker stop at once without writing: the lease is someone else's.
 func (w *shardWorker) abandonNow() {
 	w.stopping.Store(true)
-	w.abandonOnce.Do(func() { close(w.abandon) })
+	w.abandonOnce.Do(func() {
+		close(w.abandon)
+		w.cancel()
+	})
 }
 
 func (w *shardWorker) isStopping() bool { return w.stopping.Load() }
@@ -141,7 +148,7 @@ func (w *shardWorker) run() {
 		finished bool
 		exitErr  error
 	)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := w.ctx, w.cancel
 	readerCtx, stopReader := context.WithCancel(ctx)
 	readerDone := make(chan struct{})
 	defer func() {
@@ -153,13 +160,6 @@ func (w *shardWorker) run() {
 		w.endPark()
 		close(w.done)
 		w.s.workerExited(w, finished, exitErr)
-	}()
-	go func() {
-		select {
-		case <-w.abandon:
-			cancel()
-		case <-w.done:
-		}
 	}()
 
 	w.log.Info("shard lease taken", zap.String("checkpoint", w.start))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +17,18 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // callTimeout bounds one AWS call, so a hung connection cannot stall a loop.
 const callTimeout = 10 * time.Second
+
+// acquireConcurrency and syncConcurrency bound the lease-table writes a lease round and
+// the discovery loop make at once (DescribeStream itself is paced by its limiter).
+const (
+	acquireConcurrency = 16
+	syncConcurrency    = 8
+)
 
 // Subscriber consumes DynamoDB streams as a watermill message.Subscriber. See the package
 // documentation for how it leases shards, orders, retries and checkpoints.
@@ -60,17 +70,19 @@ type Subscriber struct {
 	// discovery loop which streams' shards are known already.
 	firstRound     chan struct{}
 	firstRoundOnce sync.Once
-	// Owned by the lease loop: when the partition was last read whole, whether it must be
-	// read at the next round, the live owners and our handover asks last seen.
-	lastFull   time.Time
-	fullNeeded bool
-	lastAlive  map[string]bool
-	myAsks     int64
-	balanceNow chan struct{} // a lease round at once (a stream was found, or new shards)
-	loopCtx    context.Context
-	loopCancel context.CancelFunc
-	loops      sync.WaitGroup
-	workersWG  sync.WaitGroup
+	// Guarded by mu: when the partition was last read whole, whether the next round must
+	// read it or may act on the rows known, the live owners and our handover asks last
+	// seen.
+	lastFull    time.Time
+	fullNeeded  bool
+	localNeeded bool
+	lastAlive   map[string]bool
+	myAsks      int64
+	balanceNow  chan struct{} // a lease round at once (a stream was found, or new shards)
+	loopCtx     context.Context
+	loopCancel  context.CancelFunc
+	loops       sync.WaitGroup
+	workersWG   sync.WaitGroup
 	// The heartbeat goes on until every worker has stopped, so that no peer takes a
 	// lease while one of our handlers still runs: stopBeat ends it, beatDone says so.
 	stopBeat chan struct{}
@@ -332,16 +344,34 @@ func (s *Subscriber) discoveryLoop() {
 	nextSweep := time.Now().Add(s.cfg.ShardSyncInterval)
 	sweepTimer := time.NewTimer(s.cfg.ShardSyncInterval)
 	defer sweepTimer.Stop()
+	// Streams are listed several at a time, so the lease-table writes of one do not hold
+	// up the next; the DescribeStream limiter paces the calls themselves.
+	var running sync.WaitGroup
+	defer running.Wait()
+	slots := make(chan struct{}, syncConcurrency)
+	async := func(fn func()) {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			defer func() { <-slots }()
+			fn()
+		}()
+	}
 	for ctx.Err() == nil {
 		switch arn, table, ok := s.nextUrgent(); {
 		case ok && table != "":
-			s.resolveStream(ctx, table)
+			async(func() { s.resolveStream(ctx, table) })
 		case ok:
-			s.syncStream(ctx, arn)
+			async(func() { s.syncStream(ctx, arn) })
 		case len(sweep) > 0:
 			arn := sweep[0]
 			sweep = sweep[1:]
-			s.syncStream(ctx, arn)
+			async(func() { s.syncStream(ctx, arn) })
 		}
 		if len(sweep) == 0 && !time.Now().Before(nextSweep) {
 			sweep = s.streamsToSync()
@@ -510,6 +540,7 @@ func (s *Subscriber) pollSource(ctx context.Context) {
 		}
 	}
 	if balance {
+		s.localNeeded = true // mu is held
 		select {
 		case s.balanceNow <- struct{}{}:
 		default:
@@ -642,16 +673,22 @@ func (s *Subscriber) syncStream(ctx context.Context, arn string) {
 			log.Warn("create lease row failed", zap.String("shard", id), zap.Error(err))
 			return // listed stays unknown, so nothing of this stream is judged on half the rows
 		}
+		// Known at once to the lease loop, which takes it without reading the partition;
+		// if the row existed already (a peer wrote it), the condition of acquire sorts it.
+		r := leaseRow{StreamARN: arn, ShardID: id, Parent: aws.ToString(sh.ParentShardId),
+			System: stream.System, Tenant: stream.Tenant, Table: stream.Table}
+		s.mu.Lock()
+		if _, ok := s.rows[r.key()]; !ok {
+			s.rows[r.key()] = r
+		}
+		s.mu.Unlock()
 		created = true
 	}
 	defer func() {
 		if created || first {
 			// A stream just found, or new shards, get a lease round now rather than at the
 			// next tick: a projector starting with a backlog began applying 2 s late.
-			select {
-			case s.balanceNow <- struct{}{}:
-			default:
-			}
+			s.wantRound(false)
 		}
 	}()
 	for id, r := range known {
@@ -761,10 +798,19 @@ func (s *Subscriber) leaseLoop() {
 	defer s.loops.Done()
 	t := time.NewTicker(s.cfg.leaseTick())
 	defer t.Stop()
+	s.mu.Lock()
 	s.fullNeeded = true
+	s.mu.Unlock()
 	for {
-		if s.fullNeeded || time.Since(s.lastFull) >= s.cfg.LeaseScanInterval || s.lightRound(s.loopCtx) {
-			s.balance(s.loopCtx)
+		s.mu.Lock()
+		full := s.fullNeeded || time.Since(s.lastFull) >= s.cfg.LeaseScanInterval
+		local := s.localNeeded
+		s.mu.Unlock()
+		switch {
+		case full || s.lightRound(s.loopCtx):
+			s.balance(s.loopCtx, true)
+		case local:
+			s.balance(s.loopCtx, false)
 		}
 		s.firstRoundOnce.Do(func() { close(s.firstRound) })
 		select {
@@ -772,8 +818,23 @@ func (s *Subscriber) leaseLoop() {
 			return
 		case <-t.C:
 		case <-s.balanceNow:
-			s.fullNeeded = true
 		}
+	}
+}
+
+// wantRound asks the lease loop for a round at once: one on the rows it knows (new rows,
+// a shard finished), or one that reads the whole partition first.
+func (s *Subscriber) wantRound(full bool) {
+	s.mu.Lock()
+	if full {
+		s.fullNeeded = true
+	} else {
+		s.localNeeded = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.balanceNow <- struct{}{}:
+	default:
 	}
 }
 
@@ -854,15 +915,20 @@ func (s *Subscriber) observeOwnersLocked(owners []ownerRow, now time.Time) (map[
 // balance is one lease round: read the lease table, let go of what we lost or were asked
 // to hand over, then take free and dead shards up to a fair share, and ask the busiest
 // peer for one shard if we are two or more below it.
-func (s *Subscriber) balance(ctx context.Context) {
-	lctx, cancel := context.WithTimeout(ctx, callTimeout)
-	rows, owners, err := s.leases.load(lctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("read leases failed", zap.Error(err))
+func (s *Subscriber) balance(ctx context.Context, reload bool) {
+	var rows []leaseRow
+	var owners []ownerRow
+	if reload {
+		lctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var err error
+		rows, owners, err = s.leases.load(lctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("read leases failed", zap.Error(err))
+			}
+			return
 		}
-		return
 	}
 	now := time.Now()
 	me := s.cfg.Owner
@@ -873,18 +939,33 @@ func (s *Subscriber) balance(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	s.rows = make(map[string]leaseRow, len(rows))
+	s.localNeeded = false
+	var aliveSet map[string]bool
+	if reload {
+		s.rows = make(map[string]leaseRow, len(rows))
+		for _, r := range rows {
+			s.rows[r.key()] = r
+		}
+		s.lastFull, s.fullNeeded = now, false
+		// A snapshot, as alive is also used after the lock is let go.
+		aliveSet, _ = s.observeOwnersLocked(owners, now)
+	} else {
+		// Between full reads the rows we know are ours to act on: every write below is
+		// conditional on the row as we know it.
+		rows = make([]leaseRow, 0, len(s.rows))
+		for _, r := range s.rows {
+			rows = append(rows, r)
+		}
+		aliveSet = maps.Clone(s.lastAlive)
+		aliveSet[me] = true
+	}
 	byStream := map[string]map[string]leaseRow{}
 	for _, r := range rows {
-		s.rows[r.key()] = r
 		if byStream[r.StreamARN] == nil {
 			byStream[r.StreamARN] = map[string]leaseRow{}
 		}
 		byStream[r.StreamARN][r.ShardID] = r
 	}
-	s.lastFull, s.fullNeeded = now, false
-	// A snapshot, as alive is also used after the lock is let go.
-	aliveSet, _ := s.observeOwnersLocked(owners, now)
 	alive := func(id string) bool { return aliveSet[id] }
 
 	// Let go of what is no longer ours to hold.
@@ -966,26 +1047,37 @@ func (s *Subscriber) balance(ctx context.Context) {
 	s.mu.Unlock()
 
 	if fenced {
+		s.mu.Lock()
 		s.fullNeeded = true
+		s.mu.Unlock()
 		return
 	}
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	rand.Shuffle(len(dead), func(i, j int) { dead[i], dead[j] = dead[j], dead[i] })
-	for _, list := range [][]leaseRow{mine, free, dead} {
-		for _, r := range list {
-			if held >= fair {
-				break
-			}
+	// Take up to the fair share, several at a time: a process starting among thousands
+	// of streams would otherwise take them one write latency after the other.
+	want := slices.Concat(mine, free, dead)
+	want = want[:min(len(want), max(0, fair-held))]
+	var got atomic.Int64
+	var g errgroup.Group
+	g.SetLimit(acquireConcurrency)
+	for _, r := range want {
+		g.Go(func() error {
 			if s.acquire(ctx, r) {
-				held++
+				got.Add(1)
 			}
-		}
+			return nil
+		})
 	}
+	_ = g.Wait()
+	held += int(got.Load())
 
 	if held < fair {
 		s.requestOneHandover(ctx, eligible, counts, held, alive)
 	}
-	s.cleanupDeadOwners(ctx, owners, rows, alive)
+	if reload {
+		s.cleanupDeadOwners(ctx, owners, rows, alive)
+	}
 }
 
 // parentDone reports whether a shard's parent is out of the way: finished, or neither
@@ -1017,6 +1109,7 @@ func (s *Subscriber) acquire(ctx context.Context, r leaseRow) bool {
 	s.mu.Lock()
 	st := s.streams[r.StreamARN]
 	if !s.closed && st != nil && !st.removed {
+		s.rows[got.key()] = got
 		s.startWorkerLocked(st, got)
 		s.mu.Unlock()
 		if r.Owner != "" && r.Owner != s.cfg.Owner {
@@ -1116,14 +1209,19 @@ func (s *Subscriber) workerExited(w *shardWorker, finished bool, err error) {
 	s.mu.Unlock()
 	s.m.leasesHeld.WithLabelValues(s.cfg.Consumer).Dec()
 	if finished {
-		// The children may be eligible now: list the stream (new children).
+		// The children may be eligible now: list the stream (new children) and take them.
+		s.mu.Lock()
+		if r, ok := s.rows[w.key]; ok {
+			r.Owner, r.Token, r.HandoverTo, r.Checkpoint = "", "", "", shardEnd
+			s.rows[w.key] = r
+		}
+		s.mu.Unlock()
 		s.requestSync(w.stream.StreamARN)
-	}
-	// Read the leases at once: the children of a finished shard may be eligible, and a
-	// shard we let go (fenced, handed over) may be ours to take again.
-	select {
-	case s.balanceNow <- struct{}{}:
-	default:
+		s.wantRound(false)
+	} else {
+		// A shard we let go (fenced, handed over, lost) may be ours to take again, or a
+		// peer's now: read the leases.
+		s.wantRound(true)
 	}
 	s.workersWG.Done()
 }
