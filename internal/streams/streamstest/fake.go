@@ -508,5 +508,8 @@ func (f *Fake) GetRecords(_ context.Context, in *dynamodbstreams.GetRecordsInput
 	if !(sh.closed && pos == len(sh.records)) {
 		out.NextShardIterator = aws.String(f.newIterator(it.arn, sh, pos))
 	}
+	// Answered: the reader goes on with the next iterator, so this one is forgotten
+	// (thousands of idle shards would otherwise pile up iterators).
+	delete(f.iterators, aws.ToString(in.ShardIterator))
 	return out, nil
 }
