@@ -170,5 +170,11 @@
 // {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind},
 // ssodir_stream_parked{consumer,system,tenant} (1 while a handler holds one of the tenant's
 // streams with Park) and ssodir_stream_parked_records{consumer,system,tenant} (records
-// waiting behind it).
+// waiting behind it), ssodir_stream_get_records_total{consumer,result},
+// ssodir_stream_api_calls_total{consumer,call}.
+//
+// Series per tenant and consumer: records_total (one per event type seen, at most 4),
+// lag_seconds and iterator_age_seconds: 6 for a tenant that had traffic. The dead-letter,
+// gap and park series of a tenant exist only while it has dead letters, had a gap, or is
+// parked.
 package streams

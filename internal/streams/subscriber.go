@@ -766,7 +766,12 @@ func (s *Subscriber) loadBlocked(ctx context.Context, st *streamState) error {
 		}
 	}
 	st.blockedLoaded = true
-	s.m.parked.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(float64(n))
+	if n > 0 {
+		s.m.parked.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(float64(n))
+	} else {
+		// No series for a tenant without dead letters.
+		s.m.parked.DeleteLabelValues(s.cfg.Consumer, st.System, st.Tenant)
+	}
 	return nil
 }
 
