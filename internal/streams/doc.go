@@ -61,10 +61,11 @@
 // LeaseDuration on the peer's own clock, so clock skew does not matter. Every lease round
 // (also every LeaseDuration/5) a process reads the heartbeat rows only (a key range: its
 // cost grows with the processes, not the shards). It reads the whole partition every
-// LeaseScanInterval (30s), and at once when a process joins, leaves or dies, or a peer
-// asks it for a shard (the peer bumps handover_asks on its heartbeat row); new shard rows
-// it wrote and shards it finished are acted on from what it knows, without a read. On a
-// full read it:
+// LeaseScanInterval (30s), and at once when a process joins, leaves or dies, a peer asks
+// it for a shard (the peer bumps handover_asks on its heartbeat row), a peer released or
+// finished a shard (it bumps releases on its own), or one of its acquisitions lost a
+// race; new shard rows it wrote and shards it finished are acted on from what it knows,
+// without a read. On a full read it:
 //   - stops at once, without writing, any shard whose row names another owner or token;
 //   - hands over (finish in-flight, checkpoint, release) a shard a peer asked for;
 //   - takes free shards, and shards of dead owners, up to ceil(eligible / live processes);
@@ -144,7 +145,8 @@
 //	    system_id, tenant_id, table_name, lease_owner, lease_token, handover_to,
 //	    checkpoint ("" | sequence number | "SHARD_END"), gap_after, gap_at, updated_at
 //	lease_key "owner#<owner id>": owner_id, heartbeat (N, bumped), heartbeat_at,
-//	    handover_asks (N, bumped by a peer asking for a shard)
+//	    handover_asks (N, bumped by a peer asking for a shard), releases (N, bumped by the
+//	    owner when it releases or finishes a shard)
 //
 // Rows of finished shards are deleted once the stream no longer lists them; heartbeat rows
 // are deleted at Close, or by a peer once the owner is dead and holds nothing.

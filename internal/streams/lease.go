@@ -48,6 +48,9 @@ type ownerRow struct {
 	// Asks counts the handovers peers asked of this owner: a change makes it read the
 	// whole partition at once instead of at its next periodic read.
 	Asks int64
+	// Releases counts the shards this owner released or finished: a change makes its
+	// peers read the partition, as there may be a shard to take.
+	Releases int64
 }
 
 // leaseStore reads and writes the lease table for one consumer. Every write that acts on
@@ -105,7 +108,8 @@ func (s *leaseStore) load(ctx context.Context) ([]leaseRow, []ownerRow, error) {
 func decodeOwner(item map[string]types.AttributeValue) ownerRow {
 	hb, _ := strconv.ParseInt(getN(item, attrHeartbeat), 10, 64)
 	asks, _ := strconv.ParseInt(getN(item, attrAsks), 10, 64)
-	return ownerRow{ID: getS(item, attrOwnerID), Heartbeat: hb, Asks: asks}
+	rel, _ := strconv.ParseInt(getN(item, attrReleases), 10, 64)
+	return ownerRow{ID: getS(item, attrOwnerID), Heartbeat: hb, Asks: asks, Releases: rel}
 }
 
 // loadOwners reads only the heartbeat rows: a key-range Query whose cost grows with the
@@ -136,16 +140,32 @@ func (s *leaseStore) loadOwners(ctx context.Context) ([]ownerRow, error) {
 
 // askOwner tells a holder that a handover was asked of it (see ownerRow.Asks).
 func (s *leaseStore) askOwner(ctx context.Context, owner string) error {
+	if err := s.bumpOwner(ctx, owner, attrAsks); err != nil {
+		return fmt.Errorf("tell %s of a handover: %w", owner, err)
+	}
+	return nil
+}
+
+// noteRelease tells peers that owner released or finished a shard (ownerRow.Releases).
+func (s *leaseStore) noteRelease(ctx context.Context, owner string) error {
+	if err := s.bumpOwner(ctx, owner, attrReleases); err != nil {
+		return fmt.Errorf("note a release of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// bumpOwner adds one to a counter of an owner's heartbeat row, if the row exists.
+func (s *leaseStore) bumpOwner(ctx context.Context, owner, attr string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(ownerKeyPrefix + owner),
 		UpdateExpression:          aws.String("ADD #a :one"),
 		ConditionExpression:       aws.String("attribute_exists(#k)"),
-		ExpressionAttributeNames:  map[string]string{"#a": attrAsks, "#k": attrLeaseKey},
+		ExpressionAttributeNames:  map[string]string{"#a": attr, "#k": attrLeaseKey},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
 	})
 	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("tell %s of a handover: %w", owner, err)
+		return err
 	}
 	return nil
 }

@@ -557,6 +557,7 @@ func (w *shardWorker) finish(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		w.log.Info("shard finished", zap.String("last_sequence_number", w.lastDone))
+		w.noteRelease()
 		return true, nil
 	case errors.Is(err, errLeaseLost):
 		w.log.Warn("lease lost before the shard's end could be checkpointed; its new holder finishes it")
@@ -578,7 +579,18 @@ func (w *shardWorker) release() error {
 		return err
 	}
 	w.log.Info("shard lease released", zap.String("checkpoint", w.lastDone))
+	w.noteRelease()
 	return nil
+}
+
+// noteRelease tells peers there may be a shard to take (its children, or itself); if
+// that fails they find it at their next full read.
+func (w *shardWorker) noteRelease() {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := w.s.leases.noteRelease(ctx, w.s.cfg.Owner); err != nil {
+		w.log.Warn("noting the release for peers failed; they see it at their next full read", zap.Error(err))
+	}
 }
 
 // retryIO runs fn until it succeeds, the lease is lost, or the worker stops.

@@ -73,16 +73,17 @@ type Subscriber struct {
 	// Guarded by mu: when the partition was last read whole, whether the next round must
 	// read it or may act on the rows known, the live owners and our handover asks last
 	// seen.
-	lastFull    time.Time
-	fullNeeded  bool
-	localNeeded bool
-	lastAlive   map[string]bool
-	myAsks      int64
-	balanceNow  chan struct{} // a lease round at once (a stream was found, or new shards)
-	loopCtx     context.Context
-	loopCancel  context.CancelFunc
-	loops       sync.WaitGroup
-	workersWG   sync.WaitGroup
+	lastFull     time.Time
+	fullNeeded   bool
+	localNeeded  bool
+	lastAlive    map[string]bool
+	myAsks       int64
+	releasesSeen map[string]int64 // peers' release counters last seen
+	balanceNow   chan struct{}    // a lease round at once (a stream was found, or new shards)
+	loopCtx      context.Context
+	loopCancel   context.CancelFunc
+	loops        sync.WaitGroup
+	workersWG    sync.WaitGroup
 	// The heartbeat goes on until every worker has stopped, so that no peer takes a
 	// lease while one of our handlers still runs: stopBeat ends it, beatDone says so.
 	stopBeat chan struct{}
@@ -142,6 +143,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		seen:              map[string]ownerSeen{},
 		handoverRequested: map[string]time.Time{},
 		parkedShards:      map[[2]string]int{},
+		releasesSeen:      map[string]int64{},
 		stop:              make(chan struct{}),
 		urgentSet:         map[string]bool{},
 		resolve:           map[string]Stream{},
@@ -890,10 +892,19 @@ func (s *Subscriber) observeOwnersLocked(owners []ownerRow, now time.Time) (map[
 		if o.ID == me && o.Asks != s.myAsks {
 			s.myAsks, changed = o.Asks, true
 		}
+		// A peer that released or finished a shard: there may be one to take.
+		if o.ID != me && o.Releases != s.releasesSeen[o.ID] {
+			s.releasesSeen[o.ID], changed = o.Releases, true
+		}
 	}
 	for id := range s.seen {
 		if !present[id] {
 			delete(s.seen, id)
+		}
+	}
+	for id := range s.releasesSeen {
+		if !present[id] {
+			delete(s.releasesSeen, id)
 		}
 	}
 	alive := map[string]bool{me: true}
@@ -1063,19 +1074,28 @@ func (s *Subscriber) balance(ctx context.Context, reload bool) {
 	// of streams would otherwise take them one write latency after the other.
 	want := slices.Concat(mine, free, dead)
 	want = want[:min(len(want), max(0, fair-held))]
-	var got atomic.Int64
+	var got, missed atomic.Int64
 	var g errgroup.Group
 	g.SetLimit(acquireConcurrency)
 	for _, r := range want {
 		g.Go(func() error {
 			if s.acquire(ctx, r) {
 				got.Add(1)
+			} else {
+				missed.Add(1)
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
 	held += int(got.Load())
+	if missed.Load() > 0 && held < fair {
+		// A peer was quicker, or the rows we acted on were stale: read them all next
+		// round and try the others.
+		s.mu.Lock()
+		s.fullNeeded = true
+		s.mu.Unlock()
+	}
 
 	if held < fair {
 		s.requestOneHandover(ctx, eligible, counts, held, alive)

@@ -33,6 +33,7 @@ const (
 	attrHeartbeat  = "heartbeat"
 	attrBeatAt     = "heartbeat_at"
 	attrAsks       = "handover_asks"
+	attrReleases   = "releases"
 )
 
 // Attribute names of the dead-letter table: one partition per consumer, sorted by
