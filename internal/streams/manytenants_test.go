@@ -47,7 +47,8 @@ func createStreamTable(t *testing.T, db *dynamodb.Client, tenant string) streams
 // 120 real tenants on DynamoDB Local, two consumers with AWS's budgets and the default
 // idle back-off: every tenant is read by both, an idle tenant costs at most
 // Consumers/IdlePollMax GetRecords a second, and a new tenant and a write to an idle one
-// are picked up (the times are logged: speed is the bench's to measure).
+// are picked up (the times are logged: speed is the bench's to measure). Not parallel,
+// for the same reason as TestThousandsOfTenantsTwoConsumersNeverThrottled.
 func TestHundredRealTenantsOnDynamoDBLocal(t *testing.T) {
 	const tenants = 120
 	h := newHarness(t)
