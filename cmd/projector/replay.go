@@ -16,28 +16,40 @@ import (
 	"github.com/ssodir/ssodir/internal/projector"
 )
 
-func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error {
+// replayFlags parses the replay subcommand's flags. The old generation's tables are
+// dropped after the switch (once readers had SwitchWait to leave them) unless --keep-old:
+// every generation kept is two tables of the account's quota (2,500 per region).
+func replayFlags(args []string, stdout io.Writer) (system, tenant string, opts projector.ReplayOptions, err error) {
 	var (
-		dryRun, dropOld   bool
-		segments, workers int
+		dryRun, keepOld, dropOld bool
+		segments, workers        int
 	)
-	system, tenant, err := tenantFlags("replay", args, stdout, func(fs *flag.FlagSet) {
+	system, tenant, err = tenantFlags("replay", args, stdout, func(fs *flag.FlagSet) {
 		fs.BoolVar(&dryRun, "dry-run", false, "report what would be built, write nothing")
-		fs.BoolVar(&dropOld, "drop-old", false, "delete the old tables after the switch")
+		fs.BoolVar(&keepOld, "keep-old", false, "keep the old tables after the switch (by default they are dropped once readers left them)")
+		fs.BoolVar(&dropOld, "drop-old", false, "drop the old tables after the switch (the default; kept for scripts)")
 		fs.IntVar(&segments, "segments", 0, "parallel scan segments of the command log (default: about 1,500 items each; a resumed replay keeps its own)")
 		fs.IntVar(&workers, "workers", 0, "segments read and applied at a time (default 8)")
 	})
+	switch {
+	case err != nil:
+		return "", "", opts, err
+	case system == "" || tenant == "":
+		return "", "", opts, fmt.Errorf("replay: --system and --tenant are required")
+	case segments < 0 || workers < 0:
+		return "", "", opts, fmt.Errorf("replay: --segments and --workers must not be negative")
+	case keepOld && dropOld:
+		return "", "", opts, fmt.Errorf("replay: --keep-old and --drop-old contradict each other")
+	}
+	return system, tenant, projector.ReplayOptions{DryRun: dryRun, DropOld: !keepOld, Segments: segments, Workers: workers, Out: stdout}, nil
+}
+
+func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error {
+	system, tenant, opts, err := replayFlags(args, stdout)
 	if err != nil {
 		return err
 	}
-	if system == "" || tenant == "" {
-		return fmt.Errorf("replay: --system and --tenant are required")
-	}
 	r := projector.NewReplayer(a.clients.DB, a.names, a.tenants, a.projector, events.NewRegistry(), a.log)
-	if segments < 0 || workers < 0 {
-		return fmt.Errorf("replay: --segments and --workers must not be negative")
-	}
-	opts := projector.ReplayOptions{DryRun: dryRun, DropOld: dropOld, Segments: segments, Workers: workers, Out: stdout}
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = &barProgress{out: f}
 	} else {
@@ -48,7 +60,7 @@ func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error
 	if err != nil {
 		return err
 	}
-	if !dryRun {
+	if !opts.DryRun {
 		secs := time.Since(start).Seconds()
 		fmt.Fprintf(stdout, "replay of %s/%s done in %.1fs (%.0f history records/s)\n", system, tenant, secs, float64(rep.HistoryRecords)/secs)
 	}

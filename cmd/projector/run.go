@@ -22,7 +22,7 @@ import (
 
 const usage = `usage:
   projector                      run as a service until SIGTERM
-  projector replay --system S --tenant T [--dry-run] [--drop-old]
+  projector replay --system S --tenant T [--dry-run] [--keep-old]
                                  rebuild a tenant's views from its command log
   projector dead-letters list    [--system S --tenant T]
   projector dead-letters redrive [--system S --tenant T]

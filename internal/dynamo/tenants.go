@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,11 +31,14 @@ type Tenant struct {
 	KeycloakRealm string `dynamodbav:"keycloak_realm,omitempty"`
 	ClientID      string `dynamodbav:"client_id,omitempty"`
 	// ClientSecret is the ciphertext of the Keycloak client secret.
-	ClientSecret    string `dynamodbav:"client_secret,omitempty"`
-	OnDelete        string `dynamodbav:"on_delete,omitempty"`
-	CommandsTable   string `dynamodbav:"commands_table"`
-	UsersTable      string `dynamodbav:"users_table"`
-	ActivitiesTable string `dynamodbav:"activities_table"`
+	ClientSecret  string `dynamodbav:"client_secret,omitempty"`
+	OnDelete      string `dynamodbav:"on_delete,omitempty"`
+	CommandsTable string `dynamodbav:"commands_table"`
+	// CommandsStreamARN is the write table's stream, noted at provisioning so that stream
+	// consumers need no ListStreams call (limited per account) to find it.
+	CommandsStreamARN string `dynamodbav:"commands_stream_arn,omitempty"`
+	UsersTable        string `dynamodbav:"users_table"`
+	ActivitiesTable   string `dynamodbav:"activities_table"`
 	// NextUsersTable and NextActivitiesTable are set while a replay builds a new
 	// generation: the projector writes into them as well, so nothing is lost before the
 	// switch.
@@ -80,6 +84,42 @@ func (t *Tenants) Get(ctx context.Context, system, tenant string) (Tenant, error
 	return row, nil
 }
 
+// The marker row of `{p}_Config` (not a tenant): its counter moves whenever a tenant
+// becomes active or its stream is noted, so that readers of the tenant list (the stream
+// consumers' Source) read one small item per poll and Scan only when it moved.
+const (
+	markerSystem = "#ssodir"
+	markerTenant = "#tenants"
+)
+
+func markerKey() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"system_id": str(markerSystem), "tenant_id": str(markerTenant)}
+}
+
+// ListVersion reads the marker's counter (strongly consistent; 0 before the first change).
+func (t *Tenants) ListVersion(ctx context.Context) (int64, error) {
+	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(t.table), Key: markerKey(), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read tenant list version: %w", translate(err))
+	}
+	var v int64
+	if n, ok := out.Item["version"].(*types.AttributeValueMemberN); ok {
+		v, _ = strconv.ParseInt(n.Value, 10, 64)
+	}
+	return v, nil
+}
+
+// markerUpdate is the marker's bump, alone or in a transaction.
+func (t *Tenants) markerUpdate() *types.Update {
+	return &types.Update{
+		TableName: aws.String(t.table), Key: markerKey(),
+		UpdateExpression:          aws.String("ADD version :one SET updated_at = :u"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":u": str(FormatTime(time.Now()))},
+	}
+}
+
 // List pages through every tenant row. The Config table holds one small row per tenant,
 // so a Scan here is the discovery mechanism DESIGN.md prescribes, not a list endpoint.
 func (t *Tenants) List(ctx context.Context) ([]Tenant, error) {
@@ -94,7 +134,11 @@ func (t *Tenants) List(ctx context.Context) ([]Tenant, error) {
 		if err := attributevalue.UnmarshalListOfMaps(page.Items, &rows); err != nil {
 			return nil, fmt.Errorf("decode tenants: %w", err)
 		}
-		out = append(out, rows...)
+		for _, r := range rows {
+			if r.SystemID != markerSystem {
+				out = append(out, r)
+			}
+		}
 	}
 	return out, nil
 }

@@ -89,16 +89,36 @@ func (s *TenantStore) PutTenant(ctx context.Context, rec commands.TenantRecord, 
 		values[":url"], values[":realm"], values[":cid"] = str(k.URL), str(k.Realm), str(k.ClientID)
 		values[":cs"], values[":od"] = str(k.ClientSecret), str(k.OnDelete)
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	update := types.Update{
 		TableName:                 aws.String(s.names.Config()),
 		Key:                       map[string]types.AttributeValue{"system_id": str(rec.System), "tenant_id": str(rec.ID)},
 		UpdateExpression:          aws.String(set),
 		ConditionExpression:       aws.String("row_version = :v"),
 		ExpressionAttributeNames:  map[string]string{"#st": "status"},
 		ExpressionAttributeValues: values,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	}
+	if rec.Status != commands.TenantActive {
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: update.TableName, Key: update.Key, UpdateExpression: update.UpdateExpression,
+			ConditionExpression: update.ConditionExpression, ExpressionAttributeNames: update.ExpressionAttributeNames,
+			ExpressionAttributeValues: update.ExpressionAttributeValues,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return commands.ErrVersionConflict
+		}
+		if err != nil {
+			return fmt.Errorf("update tenant %s/%s: %w", rec.System, rec.ID, translate(err))
+		}
+		return nil
+	}
+	// An active tenant is one the stream consumers follow: the marker moves with it, in
+	// the same transaction, so they never miss it.
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &update}, {Update: s.tenants.markerUpdate()},
+	}})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
 		return commands.ErrVersionConflict
 	}
 	if err != nil {
@@ -118,6 +138,32 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 		if err := EnsureTable(ctx, s.db, spec); err != nil {
 			return err
 		}
+	}
+	return s.noteStream(ctx, system, tenant)
+}
+
+// noteStream writes the write table's stream ARN into the tenant row. It leaves the row
+// version alone: it is a fact about the table, not a change of the tenant, and the
+// provisioning that follows writes on the version it read.
+func (s *TenantStore) noteStream(ctx context.Context, system, tenant string) error {
+	table := s.names.Commands(system, tenant)
+	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("describe table %s: %w", table, translate(err))
+	}
+	arn := aws.ToString(out.Table.LatestStreamArn)
+	if arn == "" {
+		return fmt.Errorf("table %s has no stream", table)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.names.Config()),
+		Key:                       map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+		UpdateExpression:          aws.String("SET commands_stream_arn = :a"),
+		ConditionExpression:       aws.String("attribute_exists(system_id)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(arn)},
+	})
+	if err != nil {
+		return fmt.Errorf("note stream of %s/%s: %w", system, tenant, translate(err))
 	}
 	return nil
 }

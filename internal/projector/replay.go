@@ -194,7 +194,7 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 			fmt.Fprintf(opts.Out, "dropped %s\n", t)
 		}
 	} else {
-		fmt.Fprintf(opts.Out, "kept the old tables %s and %s (--drop-old deletes them)\n", old.Users, old.Activities)
+		fmt.Fprintf(opts.Out, "kept the old tables %s and %s (--keep-old); delete them when no longer needed\n", old.Users, old.Activities)
 	}
 	return rep, nil
 }

@@ -75,10 +75,32 @@ type Config struct {
 	// over. Heartbeats go out every LeaseDuration/5. Default 10s, so a dead process's
 	// shards move within about 12s.
 	LeaseDuration time.Duration
-	// PollInterval is the pause after an empty page. AWS allows 5 GetRecords calls per
-	// second per shard, shared by every consumer of the stream, so two consumers polling
-	// an idle shard every 500ms stay within it. Default 500ms.
+	// PollInterval is the pause after the first empty page; the pause doubles with every
+	// further empty page in a row up to IdlePollMax, and a page with records ends it. It is
+	// never shorter than the shard's GetRecords budget allows (ShardReadRate). Default
+	// 500ms.
 	PollInterval time.Duration
+	// IdlePollMax is the longest pause between reads of an idle shard: the delay before a
+	// write to an idle stream is seen, and what an idle shard costs (one GetRecords per
+	// IdlePollMax per consumer). Default 1s.
+	IdlePollMax time.Duration
+	// Consumers is how many consumer applications read every stream (ssodir: the projector
+	// and keycloak-sync). The Streams limits are shared by all of them, so each takes
+	// 1/Consumers of every budget. Default 2.
+	Consumers int
+	// ShardReadRate is the GetRecords calls per second on one shard that all consumers
+	// together may make; AWS does not publish the limit, Kinesis allows 5. Default 5.
+	ShardReadRate float64
+	// DescribeStreamRate and ListStreamsRate are the account's limits on those calls
+	// (AWS: 10/s and 5/s). Each process takes rate / Consumers / live processes of its
+	// consumer. Defaults 10 and 5.
+	DescribeStreamRate float64
+	ListStreamsRate    float64
+	// LeaseScanInterval is how often a process reads its consumer's whole lease partition
+	// to find free shards and balance. In between, each lease round reads only the
+	// heartbeat rows; a peer joining, leaving or dying, a handover asked of us, or new
+	// shards trigger a full read at once. Default 30s.
+	LeaseScanInterval time.Duration
 	// SourceInterval is how often the Source is polled. Default 5s.
 	SourceInterval time.Duration
 	// ShardSyncInterval is how often the shards of the streams this process reads (or
@@ -125,7 +147,13 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.LeaseDuration, 10*time.Second)
 	setDefault(&c.PollInterval, 500*time.Millisecond)
+	setDefault(&c.IdlePollMax, max(time.Second, c.PollInterval))
+	setDefault(&c.Consumers, 2)
+	setDefault(&c.ShardReadRate, 5)
+	setDefault(&c.DescribeStreamRate, 10)
+	setDefault(&c.ListStreamsRate, 5)
 	setDefault(&c.SourceInterval, 5*time.Second)
+	setDefault(&c.LeaseScanInterval, 30*time.Second)
 	setDefault(&c.ShardSyncInterval, time.Minute)
 	setDefault(&c.CheckpointInterval, time.Second)
 	setDefault(&c.MaxInFlight, 32)
@@ -173,8 +201,8 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"LeaseDuration", c.LeaseDuration}, {"PollInterval", c.PollInterval},
-		{"SourceInterval", c.SourceInterval}, {"ShardSyncInterval", c.ShardSyncInterval},
+		{"LeaseDuration", c.LeaseDuration}, {"PollInterval", c.PollInterval}, {"IdlePollMax", c.IdlePollMax},
+		{"SourceInterval", c.SourceInterval}, {"ShardSyncInterval", c.ShardSyncInterval}, {"LeaseScanInterval", c.LeaseScanInterval},
 		{"CheckpointInterval", c.CheckpointInterval}, {"RetryBackoff", c.RetryBackoff},
 		{"MaxRetryBackoff", c.MaxRetryBackoff}, {"ShutdownTimeout", c.ShutdownTimeout},
 	} {
@@ -184,6 +212,15 @@ func (c Config) Validate() error {
 	}
 	if c.LeaseDuration > 0 && c.LeaseDuration < 500*time.Millisecond {
 		errs = append(errs, errors.New("streams: LeaseDuration must be at least 500ms"))
+	}
+	if c.IdlePollMax > 0 && c.IdlePollMax < c.PollInterval {
+		errs = append(errs, errors.New("streams: IdlePollMax must not be shorter than PollInterval"))
+	}
+	if c.Consumers < 0 {
+		errs = append(errs, errors.New("streams: Consumers must not be negative"))
+	}
+	if c.ShardReadRate < 0 || c.DescribeStreamRate < 0 || c.ListStreamsRate < 0 {
+		errs = append(errs, errors.New("streams: ShardReadRate, DescribeStreamRate and ListStreamsRate must not be negative"))
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, errors.New("streams: MaxInFlight must not be negative"))

@@ -28,11 +28,30 @@
 //
 // The Source is polled every SourceInterval; a stream it no longer names is let go. Each
 // followed stream's shards are listed with DescribeStream and get a row in the lease table
-// with their parent. A shard may be read only once its parent is finished: its row says
+// with their parent. A stream found with lease rows already (a restart) is read from them
+// at once and listed again by the sweep. Streams just found, and streams whose shard just
+// ended (its children must start), are listed before the periodic sweep of every stream
+// (ShardSyncInterval), which goes one stream at a time between them, so a new tenant
+// never waits behind a sweep. A stream the Source names without its ARN is found with
+// ListStreams. A shard may be read only once its parent is finished: its row says
 // SHARD_END, written when a reader got no next iterator from GetRecords (an empty page is
 // not the end), or the parent is neither listed nor known. What DescribeStream says about
 // a parent being open or closed is never trusted. A shard without a checkpoint is read from
 // TRIM_HORIZON; LATEST is never used.
+//
+// # AWS limits and what an idle stream costs
+//
+// Every Streams call keeps within AWS's limits, whatever the number of streams and
+// processes (budget.go): GetRecords at most ShardReadRate/Consumers per shard per process
+// (5/2 by default: one process reads a shard, two consumers read every stream),
+// DescribeStream and ListStreams at most their account rate / Consumers / live processes
+// of the consumer (10/s and 5/s on AWS), by token buckets that follow the process count
+// each lease round. A shard with records is read as fast as its budget allows (a page
+// holds up to 1,000 records); after an empty page the pause is PollInterval, doubling
+// with every empty page up to IdlePollMax (1s), and the first page with records ends it.
+// An idle shard therefore costs one GetRecords per IdlePollMax per consumer, and a write
+// to it is seen within IdlePollMax. ssodir_stream_get_records_total{consumer,result} and
+// ssodir_stream_api_calls_total{consumer,call} count the calls.
 //
 // # Leases
 //
@@ -40,7 +59,13 @@
 // heartbeat row per live process whose counter the process bumps every LeaseDuration/5.
 // A process is dead to a peer when that peer has seen its counter stand still for
 // LeaseDuration on the peer's own clock, so clock skew does not matter. Every lease round
-// (also every LeaseDuration/5) a process reads the partition and:
+// (also every LeaseDuration/5) a process reads the heartbeat rows only (a key range: its
+// cost grows with the processes, not the shards). It reads the whole partition every
+// LeaseScanInterval (30s), and at once when a process joins, leaves or dies, a peer asks
+// it for a shard (the peer bumps handover_asks on its heartbeat row), a peer released or
+// finished a shard (it bumps releases on its own), or one of its acquisitions lost a
+// race; new shard rows it wrote and shards it finished are acted on from what it knows,
+// without a read. On a full read it:
 //   - stops at once, without writing, any shard whose row names another owner or token;
 //   - hands over (finish in-flight, checkpoint, release) a shard a peer asked for;
 //   - takes free shards, and shards of dead owners, up to ceil(eligible / live processes);
@@ -120,7 +145,9 @@
 //	lease_key "shard#<stream arn>#<shard id>": stream_arn, shard_id, parent_shard_id,
 //	    system_id, tenant_id, table_name, lease_owner, lease_token, handover_to,
 //	    checkpoint ("" | sequence number | "SHARD_END"), gap_after, gap_at, updated_at
-//	lease_key "owner#<owner id>": owner_id, heartbeat (N, bumped), heartbeat_at
+//	lease_key "owner#<owner id>": owner_id, heartbeat (N, bumped), heartbeat_at,
+//	    handover_asks (N, bumped by a peer asking for a shard), releases (N, bumped by the
+//	    owner when it releases or finishes a shard)
 //
 // Rows of finished shards are deleted once the stream no longer lists them; heartbeat rows
 // are deleted at Close, or by a peer once the owner is dead and holds nothing.
@@ -146,5 +173,11 @@
 // {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind},
 // ssodir_stream_parked{consumer,system,tenant} (1 while a handler holds one of the tenant's
 // streams with Park) and ssodir_stream_parked_records{consumer,system,tenant} (records
-// waiting behind it).
+// waiting behind it), ssodir_stream_get_records_total{consumer,result},
+// ssodir_stream_api_calls_total{consumer,call}.
+//
+// Series per tenant and consumer: records_total (one per event type seen, at most 4),
+// lag_seconds and iterator_age_seconds: 6 for a tenant that had traffic. The dead-letter,
+// gap and park series of a tenant exist only while it has dead letters, had a gap, or is
+// parked.
 package streams

@@ -95,6 +95,10 @@ func (h *harness) newSubscriber(src streams.Source, api streams.StreamsAPI, db s
 		Registerer:         reg,
 		LeaseDuration:      time.Second,
 		PollInterval:       10 * time.Millisecond,
+		IdlePollMax:        40 * time.Millisecond,
+		ShardReadRate:      400,
+		DescribeStreamRate: 400,
+		ListStreamsRate:    400, // fast budgets; the scale test keeps AWS's
 		SourceInterval:     100 * time.Millisecond,
 		ShardSyncInterval:  200 * time.Millisecond,
 		CheckpointInterval: 50 * time.Millisecond,

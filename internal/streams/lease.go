@@ -45,6 +45,12 @@ func shardKey(arn, shard string) string { return shardKeyPrefix + arn + "#" + sh
 type ownerRow struct {
 	ID        string
 	Heartbeat int64
+	// Asks counts the handovers peers asked of this owner: a change makes it read the
+	// whole partition at once instead of at its next periodic read.
+	Asks int64
+	// Releases counts the shards this owner released or finished: a change makes its
+	// peers read the partition, as there may be a shard to take.
+	Releases int64
 }
 
 // leaseStore reads and writes the lease table for one consumer. Every write that acts on
@@ -92,12 +98,76 @@ func (s *leaseStore) load(ctx context.Context) ([]leaseRow, []ownerRow, error) {
 					HandoverTo: getS(item, attrHandover), Checkpoint: getS(item, attrCheckpoint),
 				})
 			case strings.HasPrefix(k, ownerKeyPrefix):
-				hb, _ := strconv.ParseInt(getN(item, attrHeartbeat), 10, 64)
-				owners = append(owners, ownerRow{ID: getS(item, attrOwnerID), Heartbeat: hb})
+				owners = append(owners, decodeOwner(item))
 			}
 		}
 	}
 	return leases, owners, nil
+}
+
+func decodeOwner(item map[string]types.AttributeValue) ownerRow {
+	hb, _ := strconv.ParseInt(getN(item, attrHeartbeat), 10, 64)
+	asks, _ := strconv.ParseInt(getN(item, attrAsks), 10, 64)
+	rel, _ := strconv.ParseInt(getN(item, attrReleases), 10, 64)
+	return ownerRow{ID: getS(item, attrOwnerID), Heartbeat: hb, Asks: asks, Releases: rel}
+}
+
+// loadOwners reads only the heartbeat rows: a key-range Query whose cost grows with the
+// number of processes, not with the number of shards.
+func (s *leaseStore) loadOwners(ctx context.Context) ([]ownerRow, error) {
+	var owners []ownerRow
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		KeyConditionExpression:   aws.String("#c = :c AND begins_with(#k, :p)"),
+		ExpressionAttributeNames: map[string]string{"#c": attrConsumer, "#k": attrLeaseKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":c": str(s.consumer), ":p": str(ownerKeyPrefix),
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query owners of %s: %w", s.consumer, err)
+		}
+		for _, item := range page.Items {
+			owners = append(owners, decodeOwner(item))
+		}
+	}
+	return owners, nil
+}
+
+// askOwner tells a holder that a handover was asked of it (see ownerRow.Asks).
+func (s *leaseStore) askOwner(ctx context.Context, owner string) error {
+	if err := s.bumpOwner(ctx, owner, attrAsks); err != nil {
+		return fmt.Errorf("tell %s of a handover: %w", owner, err)
+	}
+	return nil
+}
+
+// noteRelease tells peers that owner released or finished a shard (ownerRow.Releases).
+func (s *leaseStore) noteRelease(ctx context.Context, owner string) error {
+	if err := s.bumpOwner(ctx, owner, attrReleases); err != nil {
+		return fmt.Errorf("note a release of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// bumpOwner adds one to a counter of an owner's heartbeat row, if the row exists.
+func (s *leaseStore) bumpOwner(ctx context.Context, owner, attr string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(ownerKeyPrefix + owner),
+		UpdateExpression:          aws.String("ADD #a :one"),
+		ConditionExpression:       aws.String("attribute_exists(#k)"),
+		ExpressionAttributeNames:  map[string]string{"#a": attr, "#k": attrLeaseKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return err
+	}
+	return nil
 }
 
 // createShard adds the row of a newly listed shard; a row that exists is left alone.

@@ -22,6 +22,9 @@ type metrics struct {
 	// waiting behind them.
 	parkedStreams *prometheus.GaugeVec // consumer, system, tenant
 	parkedRecords *prometheus.GaugeVec // consumer, system, tenant
+	// getRecords and describes count Streams calls, for the cost of idle tenants.
+	getRecords *prometheus.CounterVec // consumer, result (records, empty)
+	apiCalls   *prometheus.CounterVec // consumer, call (DescribeStream, ListStreams)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -71,6 +74,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ssodir_stream_parked_records",
 			Help: "Records read and not yet applied on the tenant's parked streams: they wait for the parked record.",
 		}, []string{"consumer", "system", "tenant"}),
+		getRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ssodir_stream_get_records_total",
+			Help: "GetRecords calls that returned a page, by result (records, empty).",
+		}, []string{"consumer", "result"}),
+		apiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ssodir_stream_api_calls_total",
+			Help: "DescribeStream and ListStreams calls (account-limited), by call.",
+		}, []string{"consumer", "call"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -109,6 +120,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.parkedRecords, err = register(reg, m.parkedRecords); err != nil {
+		return nil, err
+	}
+	if m.getRecords, err = register(reg, m.getRecords); err != nil {
+		return nil, err
+	}
+	if m.apiCalls, err = register(reg, m.apiCalls); err != nil {
 		return nil, err
 	}
 	return m, nil

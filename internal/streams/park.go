@@ -119,8 +119,8 @@ func (w *shardWorker) endPark() {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	w.s.parkedChanged(w.stream, -1)
 	w.updateWaiting()
+	w.s.parkedChanged(w.stream, -1)
 	if !w.isStopping() {
 		w.log.Info("parked stream resumed", zap.String("sequence_number", p.head.rec.SequenceNumber), zap.Int("held", len(p.held)))
 	}
@@ -172,9 +172,12 @@ func (s *Subscriber) parkedChanged(st Stream, delta int) {
 		s.parkedShards[k] = n
 	}
 	s.mu.Unlock()
-	v := 0.0
 	if n > 0 {
-		v = 1
+		s.m.parkedStreams.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(1)
+		return
 	}
-	s.m.parkedStreams.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(v)
+	// Per-tenant series exist only while they say something: thousands of tenants must
+	// not leave thousands of zeros behind.
+	s.m.parkedStreams.DeleteLabelValues(s.cfg.Consumer, st.System, st.Tenant)
+	s.m.parkedRecords.DeleteLabelValues(s.cfg.Consumer, st.System, st.Tenant)
 }

@@ -3,6 +3,8 @@ package streams_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +23,7 @@ type parkEvent struct {
 	at       time.Time
 	until    time.Time // Park was called with this; zero when acked
 	v        int
+	order    int // position in the order the subscriber delivered
 }
 
 // A tenant whose downstream fails parks its stream: it gives its slots back, so another
@@ -65,7 +68,8 @@ func TestParkedStreamHoldsNoSlotsAndResumesInOrder(t *testing.T) {
 			msg.Ack()
 			return
 		}
-		ev := parkEvent{seq: r.SequenceNumber, agg: r.Aggregate, attempt: msg.Metadata.Get(streams.MetaAttempt), at: time.Now(), v: version(r)}
+		order, _ := strconv.Atoi(msg.Metadata.Get("test_order"))
+		ev := parkEvent{seq: r.SequenceNumber, agg: r.Aggregate, attempt: msg.Metadata.Get(streams.MetaAttempt), at: time.Now(), v: version(r), order: order}
 		if !realmUp.Load() {
 			time.Sleep(20 * time.Millisecond) // the realm takes a moment to fail
 			ev.until = time.Now().Add(150 * time.Millisecond)
@@ -81,7 +85,10 @@ func TestParkedStreamHoldsNoSlotsAndResumesInOrder(t *testing.T) {
 		}
 	}
 	go func() {
+		n := 0
 		for msg := range ch {
+			n++
+			msg.Metadata.Set("test_order", strconv.Itoa(n))
 			go handle(msg)
 		}
 	}()
@@ -137,6 +144,7 @@ func TestParkedStreamHoldsNoSlotsAndResumesInOrder(t *testing.T) {
 
 	evs := snapshot()
 	head, _ := parkedHead(evs)
+	slices.SortFunc(evs, func(a, b parkEvent) int { return a.order - b.order })
 	// The records in flight when the stream was parked: delivered before the first park
 	// was asked for.
 	inFlight := map[string]bool{}

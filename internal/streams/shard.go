@@ -73,6 +73,9 @@ type shardWorker struct {
 	// every handler has returned, so a peer never delivers while one of ours runs.
 	hctx    context.Context
 	hcancel context.CancelFunc
+	// ctx bounds the worker's own calls; abandonNow cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	pages   chan page
 	results chan result
@@ -108,9 +111,10 @@ func newShardWorker(s *Subscriber, st *streamState, r leaseRow) *shardWorker {
 		start = ""
 	}
 	hctx, hcancel := context.WithCancel(s.msgBase)
+	ctx, cancel := context.WithCancel(context.Background())
 	return &shardWorker{
 		s: s, st: st, stream: st.Stream, shardID: r.ShardID, key: r.key(), token: r.Token,
-		start: start, log: log, hctx: hctx, hcancel: hcancel,
+		start: start, log: log, hctx: hctx, hcancel: hcancel, ctx: ctx, cancel: cancel,
 		graceful: make(chan struct{}), abandon: make(chan struct{}), done: make(chan struct{}),
 		pages: make(chan page), results: make(chan result), retries: make(chan *entry),
 		parkDue: make(chan *parkState), wake: make(chan struct{}, 1),
@@ -131,7 +135,10 @@ func (w *shardWorker) stopGracefully(deadline time.Time) {
 // abandonNow makes the worker stop at once without writing: the lease is someone else's.
 func (w *shardWorker) abandonNow() {
 	w.stopping.Store(true)
-	w.abandonOnce.Do(func() { close(w.abandon) })
+	w.abandonOnce.Do(func() {
+		close(w.abandon)
+		w.cancel()
+	})
 }
 
 func (w *shardWorker) isStopping() bool { return w.stopping.Load() }
@@ -141,7 +148,7 @@ func (w *shardWorker) run() {
 		finished bool
 		exitErr  error
 	)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := w.ctx, w.cancel
 	readerCtx, stopReader := context.WithCancel(ctx)
 	readerDone := make(chan struct{})
 	defer func() {
@@ -153,13 +160,6 @@ func (w *shardWorker) run() {
 		w.endPark()
 		close(w.done)
 		w.s.workerExited(w, finished, exitErr)
-	}()
-	go func() {
-		select {
-		case <-w.abandon:
-			cancel()
-		case <-w.done:
-		}
 	}()
 
 	w.log.Info("shard lease taken", zap.String("checkpoint", w.start))
@@ -555,6 +555,7 @@ func (w *shardWorker) finish(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		w.log.Info("shard finished", zap.String("last_sequence_number", w.lastDone))
+		w.noteRelease()
 		return true, nil
 	case errors.Is(err, errLeaseLost):
 		w.log.Warn("lease lost before the shard's end could be checkpointed; its new holder finishes it")
@@ -576,7 +577,18 @@ func (w *shardWorker) release() error {
 		return err
 	}
 	w.log.Info("shard lease released", zap.String("checkpoint", w.lastDone))
+	w.noteRelease()
 	return nil
+}
+
+// noteRelease tells peers there may be a shard to take (its children, or itself); if
+// that fails they find it at their next full read.
+func (w *shardWorker) noteRelease() {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := w.s.leases.noteRelease(ctx, w.s.cfg.Owner); err != nil {
+		w.log.Warn("noting the release for peers failed; they see it at their next full read", zap.Error(err))
+	}
 }
 
 // retryIO runs fn until it succeeds, the lease is lost, or the worker stops.
@@ -617,6 +629,9 @@ func (w *shardWorker) read(ctx context.Context) {
 	fromHorizon := last == ""
 	var it string
 	failures := 0
+	interval := w.s.cfg.shardReadInterval()
+	var nextRead time.Time
+	idle := 0 // empty pages in a row
 	retry := func(err error) bool {
 		failures++
 		kind := readErrorKind(err)
@@ -668,6 +683,12 @@ func (w *shardWorker) read(ctx context.Context) {
 			}
 		}
 
+		// The shard's GetRecords budget holds even for a busy shard: its pages then carry
+		// up to `limit` records each.
+		if !sleep(ctx, time.Until(nextRead)) {
+			return
+		}
+		nextRead = time.Now().Add(interval)
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := api.GetRecords(cctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(limit)})
 		cancel()
@@ -724,7 +745,16 @@ func (w *shardWorker) read(ctx context.Context) {
 			return
 		}
 		it = *out.NextShardIterator
-		if len(out.Records) == 0 && !sleep(ctx, w.s.cfg.PollInterval) {
+		if len(out.Records) > 0 {
+			idle = 0
+			w.s.m.getRecords.WithLabelValues(w.s.cfg.Consumer, "records").Inc()
+			continue
+		}
+		// An idle shard backs off; the first page with records ends the back-off, and
+		// the pages after it are read as fast as the budget allows.
+		idle++
+		w.s.m.getRecords.WithLabelValues(w.s.cfg.Consumer, "empty").Inc()
+		if !sleep(ctx, w.s.cfg.idlePause(idle)) {
 			return
 		}
 	}
@@ -801,6 +831,10 @@ func (w *shardWorker) gap(ctx context.Context, after, reason string) bool {
 // children can start.
 func (w *shardWorker) shardGone(ctx context.Context, last string) {
 	for attempt := 1; ; attempt++ {
+		if !w.s.limits.describe.wait(ctx) {
+			return
+		}
+		w.s.m.apiCalls.WithLabelValues(w.s.cfg.Consumer, "DescribeStream").Inc()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, err := w.s.cfg.Streams.DescribeStream(cctx, &dynamodbstreams.DescribeStreamInput{
 			StreamArn: aws.String(w.stream.StreamARN), Limit: aws.Int32(1),

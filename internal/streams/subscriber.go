@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +17,18 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // callTimeout bounds one AWS call, so a hung connection cannot stall a loop.
 const callTimeout = 10 * time.Second
+
+// acquireConcurrency and syncConcurrency bound the lease-table writes a lease round and
+// the discovery loop make at once (DescribeStream itself is paced by its limiter).
+const (
+	acquireConcurrency = 16
+	syncConcurrency    = 8
+)
 
 // Subscriber consumes DynamoDB streams as a watermill message.Subscriber. See the package
 // documentation for how it leases shards, orders, retries and checkpoints.
@@ -47,13 +57,33 @@ type Subscriber struct {
 
 	lastBeat atomic.Int64 // unix nanoseconds of the last successful heartbeat
 
-	stop       chan struct{} // closed when Close begins
-	syncNow    chan string   // stream ARNs to list at once (a shard ended)
-	balanceNow chan struct{} // a lease round at once (a stream was found, or new shards)
-	loopCtx    context.Context
-	loopCancel context.CancelFunc
-	loops      sync.WaitGroup
-	workersWG  sync.WaitGroup
+	stop chan struct{} // closed when Close begins
+	// Discovery work that must not wait behind a sweep of every stream: streams just
+	// found and streams with a shard just finished (urgent, listed first), and tables
+	// whose stream ARN the Source did not give (resolve). kick wakes the loop.
+	urgent    []string
+	urgentSet map[string]bool
+	resolve   map[string]Stream // by table
+	kick      chan struct{}
+	limits    *accountLimits
+	// firstRound is closed after the first lease round: the lease rows it read tell the
+	// discovery loop which streams' shards are known already.
+	firstRound     chan struct{}
+	firstRoundOnce sync.Once
+	// Guarded by mu: when the partition was last read whole, whether the next round must
+	// read it or may act on the rows known, the live owners and our handover asks last
+	// seen.
+	lastFull     time.Time
+	fullNeeded   bool
+	localNeeded  bool
+	lastAlive    map[string]bool
+	myAsks       int64
+	releasesSeen map[string]int64 // peers' release counters last seen
+	balanceNow   chan struct{}    // a lease round at once (a stream was found, or new shards)
+	loopCtx      context.Context
+	loopCancel   context.CancelFunc
+	loops        sync.WaitGroup
+	workersWG    sync.WaitGroup
 	// The heartbeat goes on until every worker has stopped, so that no peer takes a
 	// lease while one of our handlers still runs: stopBeat ends it, beatDone says so.
 	stopBeat chan struct{}
@@ -113,8 +143,13 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		seen:              map[string]ownerSeen{},
 		handoverRequested: map[string]time.Time{},
 		parkedShards:      map[[2]string]int{},
+		releasesSeen:      map[string]int64{},
 		stop:              make(chan struct{}),
-		syncNow:           make(chan string, 64),
+		urgentSet:         map[string]bool{},
+		resolve:           map[string]Stream{},
+		kick:              make(chan struct{}, 1),
+		limits:            newAccountLimits(cfg),
+		firstRound:        make(chan struct{}),
 		balanceNow:        make(chan struct{}, 1),
 		stopBeat:          make(chan struct{}),
 		beatDone:          make(chan struct{}),
@@ -292,28 +327,99 @@ func (s *Subscriber) fenced() bool {
 	return time.Since(time.Unix(0, s.lastBeat.Load())) > s.cfg.LeaseDuration-s.cfg.leaseTick()
 }
 
+// discoveryLoop polls the Source and lists shards. Streams just found and streams whose
+// shard just ended are listed first; the periodic sweep of every stream goes one stream
+// at a time between them, so a new tenant never waits behind a sweep. Every
+// DescribeStream and ListStreams call waits for the process's share of the account limit.
 func (s *Subscriber) discoveryLoop() {
 	defer s.loops.Done()
 	ctx := s.loopCtx
+	select {
+	case <-s.firstRound:
+	case <-s.stop:
+		return
+	}
 	s.pollSource(ctx)
 	src := time.NewTicker(s.cfg.SourceInterval)
 	defer src.Stop()
-	sync := time.NewTicker(s.cfg.ShardSyncInterval)
-	defer sync.Stop()
-	for {
+	var sweep []string
+	nextSweep := time.Now().Add(s.cfg.ShardSyncInterval)
+	sweepTimer := time.NewTimer(s.cfg.ShardSyncInterval)
+	defer sweepTimer.Stop()
+	// Streams are listed several at a time, so the lease-table writes of one do not hold
+	// up the next; the DescribeStream limiter paces the calls themselves.
+	var running sync.WaitGroup
+	defer running.Wait()
+	slots := make(chan struct{}, syncConcurrency)
+	async := func(fn func()) {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			defer func() { <-slots }()
+			fn()
+		}()
+	}
+	for ctx.Err() == nil {
+		switch arn, table, ok := s.nextUrgent(); {
+		case ok && table != "":
+			async(func() { s.resolveStream(ctx, table) })
+		case ok:
+			async(func() { s.syncStream(ctx, arn) })
+		case len(sweep) > 0:
+			arn := sweep[0]
+			sweep = sweep[1:]
+			async(func() { s.syncStream(ctx, arn) })
+		}
+		if len(sweep) == 0 && !time.Now().Before(nextSweep) {
+			sweep = s.streamsToSync()
+			nextSweep = time.Now().Add(s.cfg.ShardSyncInterval)
+			sweepTimer.Reset(s.cfg.ShardSyncInterval)
+		}
+		if len(sweep) > 0 || s.hasUrgent() {
+			// More to do: only look whether the Source is due.
+			select {
+			case <-src.C:
+				s.pollSource(ctx)
+			default:
+			}
+			continue
+		}
 		select {
 		case <-s.stop:
 			return
 		case <-src.C:
 			s.pollSource(ctx)
-		case <-sync.C:
-			for _, arn := range s.streamsToSync() {
-				s.syncStream(ctx, arn)
-			}
-		case arn := <-s.syncNow:
-			s.syncStream(ctx, arn)
+		case <-s.kick:
+		case <-sweepTimer.C:
 		}
 	}
+}
+
+// nextUrgent takes the next urgent stream to list, or a table whose stream to find.
+func (s *Subscriber) nextUrgent() (arn, table string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.urgent) > 0 {
+		arn = s.urgent[0]
+		s.urgent = s.urgent[1:]
+		delete(s.urgentSet, arn)
+		return arn, "", true
+	}
+	for t := range s.resolve {
+		return "", t, true
+	}
+	return "", "", false
+}
+
+func (s *Subscriber) hasUrgent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.urgent) > 0 || len(s.resolve) > 0
 }
 
 // streamsToSync picks the streams this process lists in a periodic sync: those it reads,
@@ -348,11 +454,17 @@ func (s *Subscriber) aliveLocked(id string, now time.Time) bool {
 	return ok && now.Sub(o.changed) < s.cfg.LeaseDuration
 }
 
-// requestSync asks the discovery loop to list a stream's shards now.
+// requestSync asks the discovery loop to list a stream's shards before its sweep.
 func (s *Subscriber) requestSync(arn string) {
+	s.mu.Lock()
+	if !s.urgentSet[arn] {
+		s.urgentSet[arn] = true
+		s.urgent = append(s.urgent, arn)
+	}
+	s.mu.Unlock()
 	select {
-	case s.syncNow <- arn:
-	default: // a full queue will be drained by the periodic sync anyway
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -366,41 +478,53 @@ func (s *Subscriber) pollSource(ctx context.Context) {
 		}
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	desired := map[string]Stream{}
+	tables := map[string]bool{}
 	for _, st := range list {
 		if st.StreamARN == "" {
-			s.mu.Lock()
+			tables[st.Table] = true
 			arn, ok := s.arnByTable[st.Table]
-			s.mu.Unlock()
 			if !ok {
-				arn, err = s.resolveARN(ctx, st.Table)
-				if err != nil {
-					s.log.Warn("find stream of table failed", zap.String("system", st.System),
-						zap.String("tenant", st.Tenant), zap.String("table", st.Table), zap.Error(err))
-					continue
-				}
-				if arn == "" {
-					s.log.Debug("table has no stream yet", zap.String("tenant", st.Tenant), zap.String("table", st.Table))
-					continue
-				}
-				s.mu.Lock()
-				s.arnByTable[st.Table] = arn
-				s.mu.Unlock()
+				// Found by the discovery loop with ListStreams, within its budget.
+				s.resolve[st.Table] = st
+				continue
 			}
 			st.StreamARN = arn
 		}
 		desired[st.StreamARN] = st
 	}
+	for t := range s.resolve {
+		if !tables[t] {
+			delete(s.resolve, t)
+		}
+	}
 
-	var added []string
-	s.mu.Lock()
+	known := map[string]map[string]string{} // stream → shard → parent, from the lease rows
+	for _, r := range s.rows {
+		if known[r.StreamARN] == nil {
+			known[r.StreamARN] = map[string]string{}
+		}
+		known[r.StreamARN][r.ShardID] = r.Parent
+	}
+	balance := false
 	for arn, st := range desired {
 		if cur, ok := s.streams[arn]; ok {
 			cur.removed = false
 			continue
 		}
-		s.streams[arn] = &streamState{Stream: st}
-		added = append(added, arn)
+		// A stream whose shards have lease rows (a restart, or a peer listed it) is read
+		// from those rows at once; rows are written parents first, so they are a listing
+		// a child can be judged on, and the sweep lists the stream again later. Only a
+		// stream nobody has listed yet waits for its DescribeStream, ahead of the sweep.
+		s.streams[arn] = &streamState{Stream: st, listed: known[arn]}
+		if known[arn] != nil {
+			balance = true
+		} else if !s.urgentSet[arn] {
+			s.urgentSet[arn] = true
+			s.urgent = append(s.urgent, arn)
+		}
 		s.log.Info("following stream", zap.String("stream", arn), zap.String("system", st.System),
 			zap.String("tenant", st.Tenant), zap.String("table", st.Table))
 	}
@@ -417,10 +541,47 @@ func (s *Subscriber) pollSource(ctx context.Context) {
 			delete(s.streams, arn)
 		}
 	}
-	s.mu.Unlock()
-	for _, arn := range added {
-		s.syncStream(ctx, arn)
+	if balance {
+		s.localNeeded = true // mu is held
+		select {
+		case s.balanceNow <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// resolveStream finds the stream of a table the Source named without its ARN, and
+// follows it from the next poll on (which is at once: it is listed as urgent).
+func (s *Subscriber) resolveStream(ctx context.Context, table string) {
+	s.mu.Lock()
+	st, ok := s.resolve[table]
+	delete(s.resolve, table)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	arn, err := s.resolveARN(ctx, table)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("find stream of table failed", zap.String("system", st.System),
+				zap.String("tenant", st.Tenant), zap.String("table", table), zap.Error(err))
+		}
+		return
+	case arn == "":
+		s.log.Debug("table has no stream yet", zap.String("tenant", st.Tenant), zap.String("table", table))
+		return
+	}
+	st.StreamARN = arn
+	s.mu.Lock()
+	s.arnByTable[table] = arn
+	if _, ok := s.streams[arn]; !ok {
+		s.streams[arn] = &streamState{Stream: st}
+		s.log.Info("following stream", zap.String("stream", arn), zap.String("system", st.System),
+			zap.String("tenant", st.Tenant), zap.String("table", st.Table))
+	}
+	s.mu.Unlock()
+	s.requestSync(arn)
 }
 
 func (s *Subscriber) hasWorkersLocked(arn string) bool {
@@ -438,6 +599,10 @@ func (s *Subscriber) resolveARN(ctx context.Context, table string) (string, erro
 	var best, bestLabel string
 	in := &dynamodbstreams.ListStreamsInput{TableName: aws.String(table)}
 	for {
+		if !s.limits.list.wait(ctx) {
+			return "", ctx.Err()
+		}
+		s.m.apiCalls.WithLabelValues(s.cfg.Consumer, "ListStreams").Inc()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := s.cfg.Streams.ListStreams(cctx, in)
 		cancel()
@@ -510,16 +675,22 @@ func (s *Subscriber) syncStream(ctx context.Context, arn string) {
 			log.Warn("create lease row failed", zap.String("shard", id), zap.Error(err))
 			return // listed stays unknown, so nothing of this stream is judged on half the rows
 		}
+		// Known at once to the lease loop, which takes it without reading the partition;
+		// if the row existed already (a peer wrote it), the condition of acquire sorts it.
+		r := leaseRow{StreamARN: arn, ShardID: id, Parent: aws.ToString(sh.ParentShardId),
+			System: stream.System, Tenant: stream.Tenant, Table: stream.Table}
+		s.mu.Lock()
+		if _, ok := s.rows[r.key()]; !ok {
+			s.rows[r.key()] = r
+		}
+		s.mu.Unlock()
 		created = true
 	}
 	defer func() {
 		if created || first {
 			// A stream just found, or new shards, get a lease round now rather than at the
 			// next tick: a projector starting with a backlog began applying 2 s late.
-			select {
-			case s.balanceNow <- struct{}{}:
-			default:
-			}
+			s.wantRound(false)
 		}
 	}()
 	for id, r := range known {
@@ -548,6 +719,10 @@ func (s *Subscriber) describe(ctx context.Context, arn string) ([]stypes.Shard, 
 	var shards []stypes.Shard
 	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)}
 	for {
+		if !s.limits.describe.wait(ctx) {
+			return nil, ctx.Err()
+		}
+		s.m.apiCalls.WithLabelValues(s.cfg.Consumer, "DescribeStream").Inc()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := s.cfg.Streams.DescribeStream(cctx, in)
 		cancel()
@@ -593,7 +768,12 @@ func (s *Subscriber) loadBlocked(ctx context.Context, st *streamState) error {
 		}
 	}
 	st.blockedLoaded = true
-	s.m.parked.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(float64(n))
+	if n > 0 {
+		s.m.parked.WithLabelValues(s.cfg.Consumer, st.System, st.Tenant).Set(float64(n))
+	} else {
+		// No series for a tenant without dead letters.
+		s.m.parked.DeleteLabelValues(s.cfg.Consumer, st.System, st.Tenant)
+	}
 	return nil
 }
 
@@ -625,8 +805,21 @@ func (s *Subscriber) leaseLoop() {
 	defer s.loops.Done()
 	t := time.NewTicker(s.cfg.leaseTick())
 	defer t.Stop()
+	s.mu.Lock()
+	s.fullNeeded = true
+	s.mu.Unlock()
 	for {
-		s.balance(s.loopCtx)
+		s.mu.Lock()
+		full := s.fullNeeded || time.Since(s.lastFull) >= s.cfg.LeaseScanInterval
+		local := s.localNeeded
+		s.mu.Unlock()
+		switch {
+		case full || s.lightRound(s.loopCtx):
+			s.balance(s.loopCtx, true)
+		case local:
+			s.balance(s.loopCtx, false)
+		}
+		s.firstRoundOnce.Do(func() { close(s.firstRound) })
 		select {
 		case <-s.stop:
 			return
@@ -636,18 +829,122 @@ func (s *Subscriber) leaseLoop() {
 	}
 }
 
-// balance is one lease round: read the lease table, let go of what we lost or were asked
-// to hand over, then take free and dead shards up to a fair share, and ask the busiest
-// peer for one shard if we are two or more below it.
-func (s *Subscriber) balance(ctx context.Context) {
+// wantRound asks the lease loop for a round at once: one on the rows it knows (new rows,
+// a shard finished), or one that reads the whole partition first.
+func (s *Subscriber) wantRound(full bool) {
+	s.mu.Lock()
+	if full {
+		s.fullNeeded = true
+	} else {
+		s.localNeeded = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.balanceNow <- struct{}{}:
+	default:
+	}
+}
+
+// lightRound reads only the heartbeat rows: it keeps liveness current, fences us when our
+// heartbeats fail, and reports whether the whole partition must be read now (a process
+// joined, left or died, or a peer asked us for a shard).
+func (s *Subscriber) lightRound(ctx context.Context) bool {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
-	rows, owners, err := s.leases.load(lctx)
+	owners, err := s.leases.loadOwners(lctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("read leases failed", zap.Error(err))
+			s.log.Warn("read lease owners failed", zap.Error(err))
 		}
-		return
+		return false
+	}
+	now := time.Now()
+	fenced := s.fenced()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	_, changed := s.observeOwnersLocked(owners, now)
+	if fenced {
+		s.fullNeeded = true // to take shards again once heartbeats get through
+		for _, w := range s.workers {
+			if !w.isStopping() {
+				w.log.Warn("heartbeats are failing; stopping the shard and cancelling its handlers before peers take it over")
+			}
+			w.stopGracefully(now)
+		}
+	}
+	return changed || len(s.handoverRequested) > 0
+}
+
+// observeOwnersLocked notes the heartbeats read, and returns which owners are alive and
+// whether that set, or the handovers asked of us, changed since the last look.
+func (s *Subscriber) observeOwnersLocked(owners []ownerRow, now time.Time) (map[string]bool, bool) {
+	me := s.cfg.Owner
+	present := map[string]bool{}
+	changed := false
+	for _, o := range owners {
+		present[o.ID] = true
+		if prev, ok := s.seen[o.ID]; !ok || prev.heartbeat != o.Heartbeat {
+			s.seen[o.ID] = ownerSeen{heartbeat: o.Heartbeat, changed: now}
+		}
+		if o.ID == me && o.Asks != s.myAsks {
+			s.myAsks, changed = o.Asks, true
+		}
+		// A peer that released or finished a shard: there may be one to take.
+		if o.ID != me && o.Releases != s.releasesSeen[o.ID] {
+			s.releasesSeen[o.ID], changed = o.Releases, true
+		}
+	}
+	for id := range s.seen {
+		if !present[id] {
+			delete(s.seen, id)
+		}
+	}
+	for id := range s.releasesSeen {
+		if !present[id] {
+			delete(s.releasesSeen, id)
+		}
+	}
+	alive := map[string]bool{me: true}
+	live := 1
+	for id := range present {
+		if id != me && s.aliveLocked(id, now) {
+			alive[id] = true
+			live++
+		}
+	}
+	if len(alive) != len(s.lastAlive) {
+		changed = true
+	}
+	for id := range alive {
+		if !s.lastAlive[id] {
+			changed = true
+		}
+	}
+	s.lastAlive = alive
+	s.limits.setProcesses(s.cfg, live)
+	return alive, changed
+}
+
+// balance is one lease round: read the lease table, let go of what we lost or were asked
+// to hand over, then take free and dead shards up to a fair share, and ask the busiest
+// peer for one shard if we are two or more below it.
+func (s *Subscriber) balance(ctx context.Context, reload bool) {
+	var rows []leaseRow
+	var owners []ownerRow
+	if reload {
+		lctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var err error
+		rows, owners, err = s.leases.load(lctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("read leases failed", zap.Error(err))
+			}
+			return
+		}
 	}
 	now := time.Now()
 	me := s.cfg.Owner
@@ -658,31 +955,32 @@ func (s *Subscriber) balance(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	s.rows = make(map[string]leaseRow, len(rows))
+	s.localNeeded = false
+	var aliveSet map[string]bool
+	if reload {
+		s.rows = make(map[string]leaseRow, len(rows))
+		for _, r := range rows {
+			s.rows[r.key()] = r
+		}
+		s.lastFull, s.fullNeeded = now, false
+		// A snapshot, as alive is also used after the lock is let go.
+		aliveSet, _ = s.observeOwnersLocked(owners, now)
+	} else {
+		// Between full reads the rows we know are ours to act on: every write below is
+		// conditional on the row as we know it.
+		rows = make([]leaseRow, 0, len(s.rows))
+		for _, r := range s.rows {
+			rows = append(rows, r)
+		}
+		aliveSet = maps.Clone(s.lastAlive)
+		aliveSet[me] = true
+	}
 	byStream := map[string]map[string]leaseRow{}
 	for _, r := range rows {
-		s.rows[r.key()] = r
 		if byStream[r.StreamARN] == nil {
 			byStream[r.StreamARN] = map[string]leaseRow{}
 		}
 		byStream[r.StreamARN][r.ShardID] = r
-	}
-	present := map[string]int64{}
-	for _, o := range owners {
-		present[o.ID] = o.Heartbeat
-		if prev, ok := s.seen[o.ID]; !ok || prev.heartbeat != o.Heartbeat {
-			s.seen[o.ID] = ownerSeen{heartbeat: o.Heartbeat, changed: now}
-		}
-	}
-	for id := range s.seen {
-		if _, ok := present[id]; !ok {
-			delete(s.seen, id)
-		}
-	}
-	// A snapshot, as alive is also used after the lock is let go.
-	aliveSet := map[string]bool{me: true}
-	for id := range present {
-		aliveSet[id] = s.aliveLocked(id, now)
 	}
 	alive := func(id string) bool { return aliveSet[id] }
 
@@ -728,13 +1026,8 @@ func (s *Subscriber) balance(ctx context.Context) {
 			eligible = append(eligible, r)
 		}
 	}
-	liveOwners := 1
+	liveOwners := len(aliveSet)
 	counts := map[string]int{}
-	for id := range present {
-		if id != me && alive(id) {
-			liveOwners++
-		}
-	}
 	for _, r := range eligible {
 		if r.Owner != "" && r.Owner != me && alive(r.Owner) {
 			counts[r.Owner]++
@@ -770,25 +1063,46 @@ func (s *Subscriber) balance(ctx context.Context) {
 	s.mu.Unlock()
 
 	if fenced {
+		s.mu.Lock()
+		s.fullNeeded = true
+		s.mu.Unlock()
 		return
 	}
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	rand.Shuffle(len(dead), func(i, j int) { dead[i], dead[j] = dead[j], dead[i] })
-	for _, list := range [][]leaseRow{mine, free, dead} {
-		for _, r := range list {
-			if held >= fair {
-				break
-			}
+	// Take up to the fair share, several at a time: a process starting among thousands
+	// of streams would otherwise take them one write latency after the other.
+	want := slices.Concat(mine, free, dead)
+	want = want[:min(len(want), max(0, fair-held))]
+	var got, missed atomic.Int64
+	var g errgroup.Group
+	g.SetLimit(acquireConcurrency)
+	for _, r := range want {
+		g.Go(func() error {
 			if s.acquire(ctx, r) {
-				held++
+				got.Add(1)
+			} else {
+				missed.Add(1)
 			}
-		}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	held += int(got.Load())
+	if missed.Load() > 0 && held < fair {
+		// A peer was quicker, or the rows we acted on were stale: read them all next
+		// round and try the others.
+		s.mu.Lock()
+		s.fullNeeded = true
+		s.mu.Unlock()
 	}
 
 	if held < fair {
 		s.requestOneHandover(ctx, eligible, counts, held, alive)
 	}
-	s.cleanupDeadOwners(ctx, owners, rows, alive)
+	if reload {
+		s.cleanupDeadOwners(ctx, owners, rows, alive)
+	}
 }
 
 // parentDone reports whether a shard's parent is out of the way: finished, or neither
@@ -820,6 +1134,7 @@ func (s *Subscriber) acquire(ctx context.Context, r leaseRow) bool {
 	s.mu.Lock()
 	st := s.streams[r.StreamARN]
 	if !s.closed && st != nil && !st.removed {
+		s.rows[got.key()] = got
 		s.startWorkerLocked(st, got)
 		s.mu.Unlock()
 		if r.Owner != "" && r.Owner != s.cfg.Owner {
@@ -860,6 +1175,11 @@ func (s *Subscriber) requestOneHandover(ctx context.Context, eligible []leaseRow
 			s.mu.Lock()
 			s.handoverRequested[r.key()] = time.Now()
 			s.mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			if err := s.leases.askOwner(cctx, r.Owner); err != nil {
+				s.log.Warn("telling the holder of a handover failed; it sees the request at its next full read", zap.Error(err))
+			}
+			cancel()
 			s.log.Info("asked for a shard to balance load", zap.String("stream", r.StreamARN),
 				zap.String("shard", r.ShardID), zap.String("from", busiest))
 		}
@@ -914,7 +1234,19 @@ func (s *Subscriber) workerExited(w *shardWorker, finished bool, err error) {
 	s.mu.Unlock()
 	s.m.leasesHeld.WithLabelValues(s.cfg.Consumer).Dec()
 	if finished {
+		// The children may be eligible now: list the stream (new children) and take them.
+		s.mu.Lock()
+		if r, ok := s.rows[w.key]; ok {
+			r.Owner, r.Token, r.HandoverTo, r.Checkpoint = "", "", "", shardEnd
+			s.rows[w.key] = r
+		}
+		s.mu.Unlock()
 		s.requestSync(w.stream.StreamARN)
+		s.wantRound(false)
+	} else {
+		// A shard we let go (fenced, handed over, lost) may be ours to take again, or a
+		// peer's now: read the leases.
+		s.wantRound(true)
 	}
 	s.workersWG.Done()
 }

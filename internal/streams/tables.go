@@ -32,6 +32,8 @@ const (
 	attrOwnerID    = "owner_id"
 	attrHeartbeat  = "heartbeat"
 	attrBeatAt     = "heartbeat_at"
+	attrAsks       = "handover_asks"
+	attrReleases   = "releases"
 )
 
 // Attribute names of the dead-letter table: one partition per consumer, sorted by

@@ -1,7 +1,8 @@
 // Package streamstest is an in-memory fake of the four DynamoDB Streams calls the
 // streams package uses (ListStreams, DescribeStream, GetShardIterator, GetRecords), for
 // the faults DynamoDB Local cannot be made to show: shard splits, a parent listed open
-// while its child exists, empty pages, expired iterators, trimmed data, throttling.
+// while its child exists, empty pages, expired iterators, trimmed data, throttling, and
+// AWS's rate limits (EnforceLimits).
 package streamstest
 
 import (
@@ -29,6 +30,64 @@ type Fake struct {
 	calls     map[string]int
 	iterTypes map[types.ShardIteratorType]int
 	reads     map[string]int // GetRecords calls by stream ARN
+	limits    *Limits
+	buckets   map[string]*bucket // by shard ("<arn>#<id>") and by account call
+	throttled map[string]int
+}
+
+// Limits are AWS's Streams rates, which EnforceLimits makes the fake keep: a call over
+// them fails with LimitExceededException, as AWS throttles, and is counted by Throttled.
+// Each is a token bucket holding one second of calls.
+type Limits struct {
+	// ShardReads is GetRecords calls per second per shard, by every caller together.
+	ShardReads float64
+	// DescribeStream and ListStreams are calls per second per account.
+	DescribeStream float64
+	ListStreams    float64
+}
+
+// AWSLimits are the rates the streams package budgets for on AWS.
+var AWSLimits = Limits{ShardReads: 5, DescribeStream: 10, ListStreams: 5}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// EnforceLimits makes the fake throttle calls over l.
+func (f *Fake) EnforceLimits(l Limits) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limits = &l
+	f.buckets = map[string]*bucket{}
+}
+
+// Throttled is how many calls of op were refused for exceeding the enforced limits.
+func (f *Fake) Throttled(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.throttled[op]
+}
+
+// take spends a token of the bucket key refilled at rate; the caller holds mu.
+func (f *Fake) take(op, key string, rate float64) error {
+	if rate <= 0 {
+		return nil
+	}
+	now := time.Now()
+	b, ok := f.buckets[key]
+	if !ok {
+		b = &bucket{tokens: rate, last: now}
+		f.buckets[key] = b
+	}
+	b.tokens = min(rate, b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	if b.tokens < 1 {
+		f.throttled[op]++
+		return &types.LimitExceededException{Message: aws.String(op + " rate exceeded (streamstest limits)")}
+	}
+	b.tokens--
+	return nil
 }
 
 type stream struct {
@@ -67,6 +126,7 @@ func New() *Fake {
 		calls:     map[string]int{},
 		iterTypes: map[types.ShardIteratorType]int{},
 		reads:     map[string]int{},
+		throttled: map[string]int{},
 		seq:       100_000_000_000_000_000,
 	}
 }
@@ -281,6 +341,11 @@ func (f *Fake) ListStreams(_ context.Context, in *dynamodbstreams.ListStreamsInp
 	if err := f.enter("ListStreams"); err != nil {
 		return nil, err
 	}
+	if f.limits != nil {
+		if err := f.take("ListStreams", "ListStreams", f.limits.ListStreams); err != nil {
+			return nil, err
+		}
+	}
 	out := &dynamodbstreams.ListStreamsOutput{}
 	for _, arn := range f.order {
 		st := f.streams[arn]
@@ -300,6 +365,11 @@ func (f *Fake) DescribeStream(_ context.Context, in *dynamodbstreams.DescribeStr
 	defer f.mu.Unlock()
 	if err := f.enter("DescribeStream"); err != nil {
 		return nil, err
+	}
+	if f.limits != nil {
+		if err := f.take("DescribeStream", "DescribeStream", f.limits.DescribeStream); err != nil {
+			return nil, err
+		}
 	}
 	st, ok := f.streams[aws.ToString(in.StreamArn)]
 	if !ok {
@@ -405,6 +475,11 @@ func (f *Fake) GetRecords(_ context.Context, in *dynamodbstreams.GetRecordsInput
 		return nil, fmt.Errorf("streamstest: unknown iterator %q", aws.ToString(in.ShardIterator))
 	}
 	f.reads[it.arn]++
+	if f.limits != nil {
+		if err := f.take("GetRecords", it.arn+"#"+it.shard, f.limits.ShardReads); err != nil {
+			return nil, err
+		}
+	}
 	sh, err := f.shard(it.arn, it.shard)
 	if err != nil {
 		return nil, err
@@ -433,5 +508,8 @@ func (f *Fake) GetRecords(_ context.Context, in *dynamodbstreams.GetRecordsInput
 	if !(sh.closed && pos == len(sh.records)) {
 		out.NextShardIterator = aws.String(f.newIterator(it.arn, sh, pos))
 	}
+	// Answered: the reader goes on with the next iterator, so this one is forgotten
+	// (thousands of idle shards would otherwise pile up iterators).
+	delete(f.iterators, aws.ToString(in.ShardIterator))
 	return out, nil
 }
