@@ -823,7 +823,10 @@ async function opsPage(t, signal) {
     consumerCard('Keycloak sync', s.keycloak_sync, 'keycloak-sync', t, (ms) => {
       const last = sum(ms, 'ssodir_keycloak_last_reconcile_success_timestamp_seconds', { system: t.system, tenant: t.tenant });
       const drift = ms.filter((m) => m.name === 'ssodir_keycloak_reconcile_drift_total');
+      const parked = sum(ms, 'ssodir_keycloak_tenant_parked', { system: t.system, tenant: t.tenant });
+      const waiting = sum(ms, 'ssodir_stream_parked_records', { consumer: 'keycloak-sync', system: t.system, tenant: t.tenant });
       return [
+        ['Parked (the realm is failing; records wait in order)', parked ? `yes, ${waiting ?? 0} records waiting` : 'no', parked ? 'off' : null],
         ['Last successful reconcile', last ? time(new Date(last * 1000).toISOString()) : 'none yet', last ? null : 'warn'],
         ['Drift found by reconciles (all tenants)', drift.length ? drift.map((m) => `${m.labels.action}: ${m.value}`).join(', ') : 'none'],
       ];
