@@ -313,7 +313,7 @@ func (ui *userImport) one(ctx context.Context, l line[userRecord]) error {
 			o.status = "unchanged"
 		}
 	case client.HasCode(err, client.CodeUsernameTaken):
-		have, gerr := ui.t.GetUser(ctx, r.Username)
+		have, gerr := ui.takenUser(ctx, r.Username)
 		switch {
 		case client.IsNotFound(gerr):
 			o.status, o.reason = "conflict", "the username is taken (by a user being deleted or created right now)"
@@ -330,6 +330,23 @@ func (ui *userImport) one(ctx context.Context, l line[userRecord]) error {
 		o.status, o.reason = "conflict", reason(e)
 	}
 	return ui.finish(ctx, l, o)
+}
+
+// takenUser reads the user that holds a username the command API just called taken. The
+// views may not show a user created a moment ago yet, so a 404 is read again for a few
+// seconds before the user is taken to be in the middle of a delete or create.
+func (ui *userImport) takenUser(ctx context.Context, username string) (*client.User, error) {
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		have, err := ui.t.GetUser(ctx, username)
+		if !client.IsNotFound(err) || wait > 2*time.Second {
+			return have, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // finish records a line's outcome and, unless it is a conflict, ensures its memberships

@@ -352,7 +352,10 @@ func (b *planner) planGroups() {
 			}
 			want := desiredGroup(*dg, kg)
 			changes := diffGroup(*kg, want)
-			if len(changes) == 0 {
+			// A membership change raises the group's version without changing the group,
+			// and the event path only adds or removes the member: an older ssodir_version
+			// alone is not drift (it only makes the version guard more permissive).
+			if len(changes) == 0 || len(changes) == 1 && changes[0].Field == "attributes."+AttrSsodirVersion {
 				continue
 			}
 			if h := b.kcGroupByName[want.Name]; h != nil && h != kg && !b.groupNameFreed(h) {

@@ -135,3 +135,31 @@ func TestDiffNeverPlansOlderOverNewer(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffIgnoresMembershipOnlyGroupVersions: membership changes raise a group's version
+// but the event path writes only the membership, so a group whose only difference is an
+// older ssodir_version is in step; one that also differs is updated, with the version.
+func TestDiffIgnoresMembershipOnlyGroupVersions(t *testing.T) {
+	kcGroup := func(desc string, version string) Group {
+		return Group{ID: "kg", Name: "Staff", Description: desc, Attributes: map[string][]string{AttrSsodirID: {"g1"}, AttrSsodirVersion: {version}}}
+	}
+	dir := &DirectorySnapshot{Groups: []DirectoryGroup{{ID: "g1", Name: "Staff", Description: "all staff", Version: 5}}}
+	for _, tt := range []struct {
+		name  string
+		group Group
+		want  []string
+	}{
+		{"only the version differs", kcGroup("all staff", "3"), nil},
+		{"the description differs too", kcGroup("old", "3"), []string{"~ update group Staff: description old→\"all staff\", attributes.ssodir_version [3]→[5]"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Diff(&RealmSnapshot{Realm: realm, Groups: []Group{tt.group}, Members: map[string][]string{}}, dir, PlanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := planLines(p); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("plan %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
