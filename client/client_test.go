@@ -250,3 +250,50 @@ func TestClientWithoutAValidToken(t *testing.T) {
 		t.Fatalf("got %v, want 401 unauthorized", err)
 	}
 }
+
+func TestListTenants(t *testing.T) {
+	c, _ := newTenant(t)
+	ctx := context.Background()
+	for _, st := range [][2]string{{"acme", "us"}, {"other", "ap"}} {
+		if _, err := c.CreateTenant(ctx, st[0], client.NewTenant{TenantID: st[1], Keycloak: &client.KeycloakSettings{
+			URL: "http://kc.example", Realm: "r", ClientID: "c", ClientSecret: "secret"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var ids []string
+	for tn, err := range c.Tenants(ctx, "acme", 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tn.SystemID != "acme" {
+			t.Errorf("tenant %+v listed for system acme", tn)
+		}
+		if tn.Keycloak != nil && tn.Keycloak.ClientSecret != "" {
+			t.Errorf("tenant %s listed with its client secret", tn.TenantID)
+		}
+		ids = append(ids, tn.TenantID)
+	}
+	if want := []string{"eu", "us"}; !slices.Equal(ids, want) {
+		t.Fatalf("tenants of acme %v, want %v", ids, want)
+	}
+
+	first, err := c.ListTenants(ctx, "acme", 1, "")
+	if err != nil || len(first.Items) != 1 || first.NextCursor == nil {
+		t.Fatalf("first page of one: %+v %v, want one tenant and a cursor", first, err)
+	}
+	second, err := c.ListTenants(ctx, "acme", 1, *first.NextCursor)
+	if err != nil || len(second.Items) != 1 || second.Items[0].TenantID != "us" || second.NextCursor != nil {
+		t.Fatalf("second page: %+v %v, want us and no cursor", second, err)
+	}
+	if second.Items[0].Keycloak == nil || second.Items[0].Keycloak.Realm != "r" {
+		t.Errorf("us listed without its Keycloak settings: %+v", second.Items[0])
+	}
+	_, err = c.ListTenants(ctx, "other", 1, *first.NextCursor)
+	if e := problemOf(t, err); e.Status != http.StatusBadRequest || e.Code != client.CodeValidationFailed {
+		t.Errorf("acme's cursor on other's list: %v, want a 400", err)
+	}
+	if got := collect(t, c.Tenants(ctx, "nobody", 0)); len(got) != 0 {
+		t.Errorf("a system without tenants lists %+v", got)
+	}
+}

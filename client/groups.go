@@ -64,17 +64,17 @@ func (t *TenantClient) RemoveMember(ctx context.Context, group, username string,
 
 // ListGroups reads one page of groups by name; cursor is "" for the first.
 func (t *TenantClient) ListGroups(ctx context.Context, limit int, cursor string) (*Page[Group], error) {
-	return listPage[Group](ctx, t, t.path("/groups"), limitValues(limit), cursor)
+	return listPage[Group](ctx, t.c, t.path("/groups"), limitValues(limit), cursor)
 }
 
 // Groups iterates over every group, by name.
 func (t *TenantClient) Groups(ctx context.Context, limit int) iter.Seq2[Group, error] {
-	return walk[Group](ctx, t, t.path("/groups"), limitValues(limit))
+	return walk[Group](ctx, t.c, t.path("/groups"), limitValues(limit))
 }
 
 // GroupMembers iterates over a group's members as users, by username.
 func (t *TenantClient) GroupMembers(ctx context.Context, group string, limit int) iter.Seq2[User, error] {
-	return walk[User](ctx, t, t.path("/groups/"+seg(group)+"/members"), limitValues(limit))
+	return walk[User](ctx, t.c, t.path("/groups/"+seg(group)+"/members"), limitValues(limit))
 }
 
 // ActivityFilter selects one activity feed: exactly one of Entity ("user:jdoe",
@@ -102,10 +102,10 @@ func (f ActivityFilter) values() url.Values {
 
 // ListActivity reads one page of an activity feed, newest first.
 func (t *TenantClient) ListActivity(ctx context.Context, f ActivityFilter, cursor string) (*Page[Activity], error) {
-	return listPage[Activity](ctx, t, t.path("/activity"), f.values(), cursor)
+	return listPage[Activity](ctx, t.c, t.path("/activity"), f.values(), cursor)
 }
 
 // Activity iterates over an activity feed, newest first.
 func (t *TenantClient) Activity(ctx context.Context, f ActivityFilter) iter.Seq2[Activity, error] {
-	return walk[Activity](ctx, t, t.path("/activity"), f.values())
+	return walk[Activity](ctx, t.c, t.path("/activity"), f.values())
 }

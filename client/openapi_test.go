@@ -38,6 +38,16 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := c.WaitTenantActive(ctx, "s", "t", time.Millisecond)
 			return err
 		},
+		"Client.ListTenants": func(c *client.Client, _ *client.TenantClient) error {
+			_, err := c.ListTenants(ctx, "s", 0, "")
+			return err
+		},
+		"Client.Tenants": func(c *client.Client, _ *client.TenantClient) error {
+			for _, err := range c.Tenants(ctx, "s", 0) {
+				return err
+			}
+			return nil
+		},
 		"Client.Tenant":       func(c *client.Client, _ *client.TenantClient) error { c.Tenant("s", "t"); return nil },
 		"TenantClient.System": func(_ *client.Client, tc *client.TenantClient) error { tc.System(); return nil },
 		"TenantClient.ID":     func(_ *client.Client, tc *client.TenantClient) error { tc.ID(); return nil },

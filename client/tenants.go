@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net/http"
 	"time"
 )
@@ -20,12 +21,25 @@ type Provisioned struct {
 // table_quota_exceeded, returned after the retries.
 func (c *Client) CreateTenant(ctx context.Context, system string, in NewTenant, opts ...Option) (*Provisioned, error) {
 	var t Tenant
-	resp, err := c.call(ctx, c.command, http.MethodPost, "/v1/systems/"+seg(system)+"/tenants", in, &t, opts)
+	resp, err := c.call(ctx, c.command, http.MethodPost, tenantsPath(system), in, &t, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &Provisioned{Tenant: t, Status: resp.status}, nil
 }
+
+// ListTenants reads one page of a system's tenants, by tenant id (query API); cursor is ""
+// for the first page. A token limited to some tenants sees only those.
+func (c *Client) ListTenants(ctx context.Context, system string, limit int, cursor string) (*Page[Tenant], error) {
+	return listPage[Tenant](ctx, c, tenantsPath(system), limitValues(limit), cursor)
+}
+
+// Tenants iterates over every tenant of a system the token may read, by tenant id.
+func (c *Client) Tenants(ctx context.Context, system string, limit int) iter.Seq2[Tenant, error] {
+	return walk[Tenant](ctx, c, tenantsPath(system), limitValues(limit))
+}
+
+func tenantsPath(system string) string { return "/v1/systems/" + seg(system) + "/tenants" }
 
 // WaitTenantActive polls the tenant on the query API until its status is active (a
 // provisioning answered 202), every interval (1 s when 0), until ctx ends.

@@ -110,17 +110,17 @@ func (f UserFilter) values() url.Values {
 
 // ListUsers reads one page of users; cursor is "" for the first.
 func (t *TenantClient) ListUsers(ctx context.Context, f UserFilter, cursor string) (*Page[User], error) {
-	return listPage[User](ctx, t, t.path("/users"), f.values(), cursor)
+	return listPage[User](ctx, t.c, t.path("/users"), f.values(), cursor)
 }
 
 // Users iterates over every user the filter selects, following the cursors.
 func (t *TenantClient) Users(ctx context.Context, f UserFilter) iter.Seq2[User, error] {
-	return walk[User](ctx, t, t.path("/users"), f.values())
+	return walk[User](ctx, t.c, t.path("/users"), f.values())
 }
 
 // UserGroups iterates over the groups a user belongs to, by name.
 func (t *TenantClient) UserGroups(ctx context.Context, username string, limit int) iter.Seq2[Group, error] {
-	return walk[Group](ctx, t, t.path("/users/"+seg(username)+"/groups"), limitValues(limit))
+	return walk[Group](ctx, t.c, t.path("/users/"+seg(username)+"/groups"), limitValues(limit))
 }
 
 func limitValues(limit int) url.Values {
@@ -132,7 +132,7 @@ func limitValues(limit int) url.Values {
 }
 
 // listPage reads one page of a list.
-func listPage[T any](ctx context.Context, t *TenantClient, p string, q url.Values, cursor string) (*Page[T], error) {
+func listPage[T any](ctx context.Context, c *Client, p string, q url.Values, cursor string) (*Page[T], error) {
 	v := url.Values{}
 	for k, vals := range q {
 		v[k] = vals
@@ -140,12 +140,12 @@ func listPage[T any](ctx context.Context, t *TenantClient, p string, q url.Value
 	if cursor != "" {
 		v.Set("cursor", cursor)
 	}
-	r, err := t.c.newRequest(t.c.query, http.MethodGet, p, nil, nil)
+	r, err := c.newRequest(c.query, http.MethodGet, p, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	r.query = v
-	resp, err := t.c.do(ctx, r)
+	resp, err := c.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -157,11 +157,11 @@ func listPage[T any](ctx context.Context, t *TenantClient, p string, q url.Value
 }
 
 // walk follows a list's cursors; an error ends it.
-func walk[T any](ctx context.Context, t *TenantClient, p string, q url.Values) iter.Seq2[T, error] {
+func walk[T any](ctx context.Context, c *Client, p string, q url.Values) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		cursor := ""
 		for {
-			page, err := listPage[T](ctx, t, p, q, cursor)
+			page, err := listPage[T](ctx, c, p, q, cursor)
 			if err != nil {
 				var zero T
 				yield(zero, err)

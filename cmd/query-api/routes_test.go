@@ -258,6 +258,9 @@ func TestEveryRoute(t *testing.T) {
 						t.Errorf("no GET %q in the OpenAPI document", p)
 					}
 				}
+				if _, ok := doc.Paths["/v1/systems/{system}/tenants"]["get"]; !ok {
+					t.Error("no GET of the tenant list in the OpenAPI document")
+				}
 			},
 		},
 	}

@@ -34,6 +34,26 @@ func TestUsersGroupsAndTenants(t *testing.T) {
 	}
 	c.fails(exitConflict, "tenants", "create", "eu") // now there with other settings
 
+	c.ok("tenants", "create", "us")
+	listed := c.ok("tenants", "list", "-o", "json")
+	if strings.Contains(listed, "s3cret") {
+		t.Fatalf("tenants list shows the client secret: %s", listed)
+	}
+	tenants := decodeJSON[[]client.Tenant](t, listed)
+	if len(tenants) != 2 || tenants[0].TenantID != "eu" || tenants[1].TenantID != "us" ||
+		tenants[0].Keycloak == nil || tenants[0].Keycloak.Realm != "eu" || tenants[1].Status != "active" {
+		t.Fatalf("tenants list: %+v", tenants)
+	}
+	var ys []map[string]any
+	if err := yaml.Unmarshal([]byte(c.ok("tenants", "list", "-o", "yaml", "--max", "1")), &ys); err != nil || len(ys) != 1 || ys[0]["tenant_id"] != "eu" {
+		t.Fatalf("tenants list yaml --max 1: %v %v", ys, err)
+	}
+	if lines := strings.Split(strings.TrimSpace(c.ok("tenants", "list")), "\n"); len(lines) != 3 || !strings.Contains(lines[0], "TENANT") ||
+		!strings.Contains(lines[1], "eu") || !strings.Contains(lines[2], "us") {
+		t.Fatalf("tenants list table: %q", lines)
+	}
+	c.fails(exitUsage, "tenants", "list", "extra")
+
 	u := decodeJSON[client.User](t, c.ok("users", "create", "JDoe", "--email", "jdoe@example.com", "--first-name", "Jane",
 		"--last-name", "Doe", "--attr", "dept=eng", "--attr", "dept=ops", "-o", "json"))
 	if u.Username != "jdoe" || u.Version != 1 || !slices.Equal(u.Attributes["dept"], []string{"eng", "ops"}) {

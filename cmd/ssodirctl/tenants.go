@@ -12,7 +12,7 @@ import (
 
 func tenantsCommand(s *settings) *cobra.Command {
 	cmd := group("tenants", "Provision tenants and read their settings")
-	cmd.AddCommand(tenantCreate(s), tenantGet(s), tenantSetKeycloak(s))
+	cmd.AddCommand(tenantList(s), tenantCreate(s), tenantGet(s), tenantSetKeycloak(s))
 	return cmd
 }
 
@@ -70,6 +70,46 @@ secret comes from SSODIR_KEYCLOAK_CLIENT_SECRET, never from a flag.`,
 	keycloakFlags(cmd, &kc)
 	f := cmd.Flags()
 	f.DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for a provisioning tenant to become active")
+	return cmd
+}
+
+func tenantList(s *settings) *cobra.Command {
+	var max int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the tenants of --system by id, with their status and settings (never the Keycloak secret)",
+		Long: `List the tenants of --system by tenant id, with their status and Keycloak settings (never
+the secret). Tenants still provisioning are listed too. A token limited to some tenants
+lists only those.`,
+		Example: `  ssodirctl tenants list --system acme
+  ssodirctl tenants list --system acme -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if s.system == "" {
+				return usagef("which system? set --system (or SSODIR_SYSTEM)")
+			}
+			c, err := s.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := s.printer()
+			if err != nil {
+				return err
+			}
+			items, rows := []client.Tenant{}, [][]string{}
+			for t, err := range c.Tenants(cmd.Context(), s.system, 500) {
+				if err != nil {
+					return err
+				}
+				items, rows = append(items, t), append(rows, tenantRow(t))
+				if max > 0 && len(items) == max {
+					break
+				}
+			}
+			return p.list(items, tenantHeader, rows)
+		},
+	}
+	cmd.Flags().IntVar(&max, "max", 0, "show at most this many (default all)")
 	return cmd
 }
 

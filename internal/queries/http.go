@@ -8,10 +8,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/httpapi"
 )
 
-// Prefix is the path of a tenant; every query route but the tenant's own is below it.
+// Prefix is the path of a tenant; every query route but the tenant's own and the list of
+// tenants is below it.
 const Prefix = "/v1/systems/:system/tenants/:tenant"
+
+// TenantsPath is the list of a system's tenants.
+const TenantsPath = "/v1/systems/:system/tenants"
 
 // HeaderMinVersion asks GET user / GET group to wait for the view to reach a version.
 const HeaderMinVersion = "X-Min-Version"
@@ -26,6 +31,7 @@ func NewHandlers(svc *Service) *Handlers { return &Handlers{svc: svc} }
 // each of them after routing, so that it sees :system and :tenant. Unknown paths stay
 // plain 404s and wrong methods 405s.
 func (h *Handlers) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+	e.GET(TenantsPath, h.tenantList, mw...)
 	e.GET(Prefix, h.tenant, mw...)
 	e.GET(Prefix+"/users", h.users, mw...)
 	e.GET(Prefix+"/users/:username", h.user, mw...)
@@ -71,6 +77,21 @@ func (h *Handlers) tenant(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, t)
+}
+
+// tenantList lists the tenants of a system that the caller may read: mw checks the scope
+// (the path names no tenant to check), and the principal it authenticated filters the list.
+func (h *Handlers) tenantList(c echo.Context) error {
+	p, err := ParseListQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	system, _ := param(c, "system")
+	page, err := h.svc.Tenants(c.Request().Context(), system, p, httpapi.PrincipalFrom(c).AllowsTenant)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
 }
 
 func (h *Handlers) user(c echo.Context) error {

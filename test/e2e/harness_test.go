@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	build := exec.Command("go", "build", "-race", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync")
+	build := exec.Command("go", "build", "-race", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync", "./cmd/ssodirctl")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
