@@ -66,6 +66,10 @@ func TestKeycloakSyncAdoptsImportedRealm(t *testing.T) {
 
 	// The directory changes an imported user: keycloak-sync must change that Keycloak user.
 	mustStatus(t, call(t, "PATCH", base+"/users/jdoe", map[string]any{"email": "jane@example.com", "last_name": "Dough"}), 200)
+	// And a membership: it raises the group's version, which the group in Keycloak need
+	// not carry (a reconcile must not count that as drift).
+	mustStatus(t, call(t, "DELETE", base+"/groups/admins/members/asmith", nil), 204)
+	mustStatus(t, call(t, "PUT", base+"/groups/admins/members/asmith", nil), 204)
 
 	realmState := func() (bool, string) {
 		users, groups := kc.Users(realm), kc.Groups(realm)
@@ -85,6 +89,9 @@ func TestKeycloakSyncAdoptsImportedRealm(t *testing.T) {
 		j, jg, _ := realmUser(kc, "jdoe")
 		if j.Email != "jane@example.com" || j.LastName != "Dough" || j.FirstName != "Jane" || !slices.Equal(jg, []string{"Admins", "Staff"}) {
 			return false, fmt.Sprintf("jdoe: %+v groups %v", j, jg)
+		}
+		if _, ag, _ := realmUser(kc, "asmith"); !slices.Equal(ag, []string{"Admins", "Staff"}) {
+			return false, fmt.Sprintf("asmith groups %v", ag)
 		}
 		if r, rg, _ := realmUser(kc, "rroe"); r.Enabled || !slices.Equal(rg, []string{"Staff"}) {
 			return false, fmt.Sprintf("rroe: %+v groups %v", r, rg)
