@@ -21,9 +21,10 @@ import (
 
 // verifyRounds and verifyPause bound how long a difference may last: commands keep
 // arriving during a replay, and the live projector needs a moment to bring the new tables
-// up to a state item read a moment ago.
+// up to a state item read a moment ago (on a busy machine, with idle shards read once a
+// second, more than ten seconds).
 const (
-	verifyRounds = 10
+	verifyRounds = 30
 	verifyPause  = time.Second
 )
 
