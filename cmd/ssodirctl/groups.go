@@ -169,26 +169,8 @@ func groupUpdate(s *settings) *cobra.Command {
 }
 
 func groupDelete(s *settings) *cobra.Command {
-	var w writeFlags
-	cmd := &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Delete a group and its memberships",
-		Example: "  ssodirctl groups delete admins",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if _, err := t.DeleteGroup(cmd.Context(), args[0], w.options()...); err != nil {
-				return err
-			}
-			fmt.Fprintf(s.io.out, "group %s deleted\n", args[0])
-			return nil
-		},
-	}
-	w.add(cmd)
-	return cmd
+	return deleteCommand(s, "group", "delete NAME", "Delete a group and its memberships", "  ssodirctl groups delete admins",
+		(*client.TenantClient).DeleteGroup)
 }
 
 func memberList(s *settings) *cobra.Command {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -351,21 +352,29 @@ func userSetPassword(s *settings) *cobra.Command {
 }
 
 func userDelete(s *settings) *cobra.Command {
+	return deleteCommand(s, "user", "delete USERNAME", "Delete a user and its memberships", "  ssodirctl users delete jdoe --if-match 4",
+		(*client.TenantClient).DeleteUser)
+}
+
+// deleteCommand is the delete subcommand of users and groups: one DELETE with the write
+// flags (--if-match, --idempotency-key), then one line saying what went.
+func deleteCommand(s *settings, kind, use, short, example string,
+	del func(*client.TenantClient, context.Context, string, ...client.Option) (client.Result, error)) *cobra.Command {
 	var w writeFlags
 	cmd := &cobra.Command{
-		Use:     "delete USERNAME",
-		Short:   "Delete a user and its memberships",
-		Example: "  ssodirctl users delete jdoe --if-match 4",
+		Use:     use,
+		Short:   short,
+		Example: example,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := s.tenantClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if _, err := t.DeleteUser(cmd.Context(), args[0], w.options()...); err != nil {
+			if _, err := del(t, cmd.Context(), args[0], w.options()...); err != nil {
 				return err
 			}
-			fmt.Fprintf(s.io.out, "user %s deleted\n", args[0])
+			fmt.Fprintf(s.io.out, "%s %s deleted\n", kind, args[0])
 			return nil
 		},
 	}

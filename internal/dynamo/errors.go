@@ -85,3 +85,10 @@ func TranslateRead(err error) error {
 	}
 	return translate(err)
 }
+
+// IsTableMissing reports whether err says a table does not exist (yet), for read-only
+// commands that may run before any service created their tables.
+func IsTableMissing(err error) bool {
+	var rnf *types.ResourceNotFoundException
+	return errors.Is(err, ErrTableMissing) || errors.As(err, &rnf)
+}

@@ -139,13 +139,6 @@ func truncateText(s string, n int) string {
 	return s
 }
 
-// IsTableMissing reports whether err says a table does not exist (yet), for read-only
-// commands that may run before any service created their tables.
-func IsTableMissing(err error) bool {
-	var rnf *types.ResourceNotFoundException
-	return errors.Is(err, ErrTableMissing) || errors.As(err, &rnf)
-}
-
 // ClaimReconcile lets one keycloak-sync process of many reconcile a tenant in a round: it
 // records owner as the tenant's reconciler until `until`, unless another process holds an
 // unexpired claim, and reports whether the claim is ours.
