@@ -457,7 +457,7 @@ func (r *realm) selectUsers(f userFilter) []*user {
 		if u, ok := r.byUsername[f.username]; ok {
 			candidates = []*user{u}
 		}
-	case f.exact && f.email != "":
+	case f.exact && f.email != "" && !r.duplicateEmails:
 		candidates = nil
 		if u, ok := r.byEmail[f.email]; ok {
 			candidates = []*user{u}

@@ -63,6 +63,9 @@ type group struct {
 type realm struct {
 	name, clientID, clientSecret string
 	dropUnmanaged                bool
+	// duplicateEmails is the realm setting duplicateEmailsAllowed: several users may then
+	// share an email, and byEmail only indexes the first of them.
+	duplicateEmails bool
 
 	users       map[string]*user
 	byUsername  map[string]*user
@@ -139,7 +142,7 @@ func (r *realm) checkUnique(u *user, username, email string) *apiError {
 	if other, ok := r.byUsername[username]; ok && other != u {
 		return errorMessage(http.StatusConflict, "User exists with same username")
 	}
-	if email != "" {
+	if email != "" && !r.duplicateEmails {
 		if other, ok := r.byEmail[email]; ok && other != u {
 			return errorMessage(http.StatusConflict, "User exists with same email")
 		}
@@ -175,9 +178,7 @@ func (r *realm) createUser(f userFields, created int64) (*user, *apiError) {
 	}
 	r.users[u.id] = u
 	r.byUsername[username] = u
-	if email != "" {
-		r.byEmail[email] = u
-	}
+	r.indexEmail(u)
 	r.sortedValid = false
 	return u, nil
 }
@@ -224,13 +225,9 @@ func (r *realm) replaceUser(u *user, f userFields) *apiError {
 		r.byUsername[username] = u
 		r.sortedValid = false
 	}
-	if u.email != "" {
-		delete(r.byEmail, u.email)
-	}
+	r.unindexEmail(u)
 	u.email = email
-	if email != "" {
-		r.byEmail[email] = u
-	}
+	r.indexEmail(u)
 	u.firstName = str(f.firstName)
 	u.lastName = str(f.lastName)
 	u.attrs = r.keptAttributes(f.attrs)
@@ -255,7 +252,17 @@ func (r *realm) deleteUser(u *user) {
 	r.sortedValid = false
 	delete(r.users, u.id)
 	delete(r.byUsername, u.username)
-	if u.email != "" {
+	r.unindexEmail(u)
+}
+
+func (r *realm) indexEmail(u *user) {
+	if _, taken := r.byEmail[u.email]; u.email != "" && !taken {
+		r.byEmail[u.email] = u
+	}
+}
+
+func (r *realm) unindexEmail(u *user) {
+	if r.byEmail[u.email] == u {
 		delete(r.byEmail, u.email)
 	}
 }
@@ -378,6 +385,19 @@ func (s *Server) SetUnmanagedAttributes(realmName string, enabled bool) error {
 		return err
 	}
 	r.dropUnmanaged = !enabled
+	return nil
+}
+
+// AllowDuplicateEmails turns on the realm setting duplicateEmailsAllowed: from then on
+// several users may share an email (a realm cannot go back while they do).
+func (s *Server) AllowDuplicateEmails(realmName string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	r.duplicateEmails = true
 	return nil
 }
 
