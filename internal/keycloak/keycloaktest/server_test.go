@@ -360,3 +360,37 @@ func TestDuplicateEmailsWhenTheRealmAllowsThem(t *testing.T) {
 		t.Fatalf("after deleting a: %d %s", status, body)
 	}
 }
+
+func TestSubgroupsShowAsTheirParentsCount(t *testing.T) {
+	r := newRaw(t, Config{})
+	staff, err := r.s.CreateGroup(testRealm, Group{Name: "Staff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.s.CreateSubGroup(testRealm, staff, "Backend"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.s.CreateSubGroup(testRealm, staff, "Backend"); err == nil {
+		t.Fatal("a second sibling with one name was accepted")
+	}
+	// A subgroup may share a top-level group's name.
+	if _, err := r.s.CreateGroup(testRealm, Group{Name: "Backend"}); err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := r.do("GET", "/groups?briefRepresentation=false", "")
+	var items []struct {
+		Name          string `json:"name"`
+		Path          string `json:"path"`
+		SubGroupCount int    `json:"subGroupCount"`
+	}
+	if status != 200 || json.Unmarshal([]byte(body), &items) != nil || len(items) != 2 ||
+		items[1].Name != "Staff" || items[1].SubGroupCount != 1 || items[0].SubGroupCount != 0 || items[0].Path != "/Backend" {
+		t.Fatalf("top-level listing: %d %s", status, body)
+	}
+	if status, _, _ := r.do("DELETE", "/groups/"+staff, ""); status != 204 {
+		t.Fatalf("delete Staff: %d", status)
+	}
+	if gs := r.s.Groups(testRealm); len(gs) != 1 || gs[0].Name != "Backend" {
+		t.Fatalf("after deleting Staff its subgroup should be gone and the top-level Backend kept: %+v", gs)
+	}
+}

@@ -53,6 +53,10 @@ type group struct {
 	id, name, description string
 	attrs                 map[string][]string
 	members               map[string]bool
+	// parent is the id of a subgroup's parent ("" for a top-level group), path its
+	// Keycloak path; subgroups counts a group's direct subgroups.
+	parent, path string
+	subgroups    int
 }
 
 // realm holds one realm's objects with the indexes Keycloak's database would have, so that
@@ -284,9 +288,25 @@ func (r *realm) createGroup(f groupFields) (*group, *apiError) {
 		return nil, errorMessage(http.StatusConflict, fmt.Sprintf("Top level group named '%s' already exists.", name))
 	}
 	g := &group{id: uuid.NewString(), name: name, description: str(f.description),
-		attrs: cloneAttrs(f.attrs), members: map[string]bool{}}
+		attrs: cloneAttrs(f.attrs), members: map[string]bool{}, path: "/" + name}
 	r.groups[g.id] = g
 	r.groupByName[name] = g
+	return g, nil
+}
+
+// createSubGroup adds a subgroup to parent (POST /groups/{id}/children in Keycloak).
+// Subgroups are held for what a client of the top-level listing sees of them, its
+// subGroupCount; they are not listed, searched nor renamed.
+func (r *realm) createSubGroup(parent *group, name string) (*group, *apiError) {
+	for _, g := range r.groups {
+		if g.parent == parent.id && g.name == name {
+			return nil, errorMessage(http.StatusConflict, fmt.Sprintf("Sibling group named '%s' already exists.", name))
+		}
+	}
+	g := &group{id: uuid.NewString(), name: name, attrs: map[string][]string{}, members: map[string]bool{},
+		parent: parent.id, path: parent.path + "/" + name}
+	r.groups[g.id] = g
+	parent.subgroups++
 	return g, nil
 }
 
@@ -311,13 +331,24 @@ func (r *realm) replaceGroup(g *group, f groupFields) *apiError {
 }
 
 func (r *realm) deleteGroup(g *group) {
+	// As in Keycloak, a group's subgroups go with it.
+	for _, sub := range r.groups {
+		if sub.parent == g.id {
+			r.deleteGroup(sub)
+		}
+	}
+	if p, ok := r.groups[g.parent]; ok {
+		p.subgroups--
+	}
 	for uid := range g.members {
 		if u, ok := r.users[uid]; ok {
 			delete(u.groups, g.id)
 		}
 	}
 	delete(r.groups, g.id)
-	delete(r.groupByName, g.name)
+	if r.groupByName[g.name] == g {
+		delete(r.groupByName, g.name)
+	}
 }
 
 func cloneAttrs(in map[string][]string) map[string][]string {
@@ -553,6 +584,27 @@ func (s *Server) CreateGroup(realmName string, g Group) (string, error) {
 		return "", aerr
 	}
 	return ng.id, nil
+}
+
+// CreateSubGroup adds a subgroup named name to the group parentID and returns its id.
+// The top-level listing shows it only as its parent's subGroupCount; members are added to
+// it with AddMember.
+func (s *Server) CreateSubGroup(realmName, parentID, name string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return "", err
+	}
+	parent, ok := r.groups[parentID]
+	if !ok {
+		return "", fmt.Errorf("keycloaktest: no group %s", parentID)
+	}
+	g, aerr := r.createSubGroup(parent, name)
+	if aerr != nil {
+		return "", aerr
+	}
+	return g.id, nil
 }
 
 // UpdateGroup changes a group behind the client's back (ID and Members are ignored).
