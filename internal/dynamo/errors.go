@@ -7,10 +7,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 )
 
 // retryAfter is what a client is told to wait when DynamoDB throttles or is unreachable.
@@ -76,8 +76,7 @@ func TranslateRead(err error) error {
 	if _, ok := apperr.As(err); ok {
 		return err
 	}
-	var rnf *types.ResourceNotFoundException
-	if errors.As(err, &rnf) {
+	if sdkerr.ResourceNotFound(err) {
 		return apperr.Unavailable(errors.Join(ErrTableMissing, err), retryAfter)
 	}
 	if errors.Is(err, context.Canceled) {
@@ -89,6 +88,5 @@ func TranslateRead(err error) error {
 // IsTableMissing reports whether err says a table does not exist (yet), for read-only
 // commands that may run before any service created their tables.
 func IsTableMissing(err error) bool {
-	var rnf *types.ResourceNotFoundException
-	return errors.Is(err, ErrTableMissing) || errors.As(err, &rnf)
+	return errors.Is(err, ErrTableMissing) || sdkerr.ResourceNotFound(err)
 }

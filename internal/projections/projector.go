@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
 )
 
@@ -456,32 +456,8 @@ func (w writer) stamped(item Item) Item {
 
 // conditionFailed reports whether err is a failed condition of the projector's own
 // conditional writes — an expected outcome, not a fault — and for a cancelled transaction
-// which of its items failed. A transaction cancelled for any other reason (a conflict,
-// throttling) is a fault for the caller to retry. This is the projector's only look at
-// SDK error types.
-func conditionFailed(err error) (failed []int, ok bool) {
-	if err == nil {
-		return nil, false
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil, true
-	}
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return nil, false
-	}
-	for i, r := range tce.CancellationReasons {
-		switch aws.ToString(r.Code) {
-		case "ConditionalCheckFailed":
-			failed = append(failed, i)
-		case "", "None":
-		default:
-			return nil, false
-		}
-	}
-	return failed, len(failed) > 0
-}
+// which of its items failed; the SDK's error types are read in internal/dynamo/sdkerr.
+var conditionFailed = sdkerr.ConditionFailures
 
 // each runs f over items with at most n at a time, stopping at the first error.
 func each[T any](ctx context.Context, n int, items []T, f func(context.Context, T) error) error {
