@@ -17,6 +17,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // userRecord is one user of an import or export file (JSON Lines, or a CSV row). Export
@@ -248,7 +249,7 @@ func validateGroups(lines []line[groupRecord]) {
 			l.problems = append(l.problems, fieldProblems(err)...)
 			continue
 		}
-		key := commands.GroupKey(l.rec.Name)
+		key := identity.GroupKey(l.rec.Name)
 		if prev, ok := names[key]; ok {
 			l.problems = append(l.problems, fmt.Sprintf("group %s is also on line %d", l.rec.Name, prev))
 		} else {

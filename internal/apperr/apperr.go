@@ -141,3 +141,19 @@ func IdempotencyKeyReused() *Error {
 func Internal(err error) *Error {
 	return &Error{Kind: KindInternal, Code: CodeInternal, Message: "internal error", Err: err}
 }
+
+// Fields collects field errors so that a client learns everything wrong at once.
+type Fields []FieldError
+
+// Add records that field is at fault, and why.
+func (f *Fields) Add(field, msg string) {
+	*f = append(*f, FieldError{Field: field, Message: msg})
+}
+
+// Err is an Invalid error with msg and the collected fields, or nil when none was added.
+func (f Fields) Err(msg string) error {
+	if len(f) == 0 {
+		return nil
+	}
+	return Invalid(msg, f...)
+}

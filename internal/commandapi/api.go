@@ -23,6 +23,7 @@ import (
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
 )
 
@@ -131,7 +132,7 @@ type request struct {
 // begin reads the headers and the raw body every write shares.
 func (a *api) begin(c echo.Context, status int) (*request, error) {
 	t := commands.Tenant{System: c.Param("system"), ID: c.Param("tenant")}
-	if t.ID != "" && (!commands.ValidID(t.System) || !commands.ValidID(t.ID)) {
+	if t.ID != "" && (!identity.ValidID(t.System) || !identity.ValidID(t.ID)) {
 		return nil, apperr.NotFound("tenant")
 	}
 	raw, err := readRaw(c)

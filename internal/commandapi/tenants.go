@@ -10,6 +10,7 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
 )
 
@@ -44,7 +45,7 @@ func (a *api) postTenant(c echo.Context) error {
 		return err
 	}
 	system := c.Param("system")
-	if !commands.ValidID(system) {
+	if !identity.ValidID(system) {
 		return apperr.NotFound("system")
 	}
 	if !httpapi.PrincipalFrom(c).AllowsTenant(system, b.TenantID) {
@@ -65,7 +66,7 @@ func (a *api) postTenant(c echo.Context) error {
 
 func (a *api) putKeycloak(c echo.Context) error {
 	system, tenant := c.Param("system"), c.Param("tenant")
-	if !commands.ValidID(system) || !commands.ValidID(tenant) {
+	if !identity.ValidID(system) || !identity.ValidID(tenant) {
 		return apperr.NotFound("tenant")
 	}
 	if _, _, err := idempotencyKey(c); err != nil {

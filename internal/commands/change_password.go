@@ -26,7 +26,7 @@ func NewChangePasswordHandler(d Deps, secrets Encrypter) ChangePasswordHandler {
 func (h ChangePasswordHandler) Handle(ctx context.Context, t Tenant, cmd ChangePassword, m Meta) (events.User, error) {
 	var p problems
 	checkPassword(&p, cmd.Password)
-	if err := p.err(); err != nil {
+	if err := p.Err(invalidRequest); err != nil {
 		return events.User{}, err
 	}
 	var result events.User

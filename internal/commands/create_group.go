@@ -5,6 +5,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // CreateGroup creates a group, or creates it again after a delete.
@@ -24,14 +25,14 @@ func (c *CreateGroup) Validate() error {
 	checkGroupName(&p, c.Name)
 	checkText(&p, "description", c.Description, maxDescription, true)
 	checkAttributes(&p, c.Attributes)
-	return p.err()
+	return p.Err(invalidRequest)
 }
 
 func (h CreateGroupHandler) Handle(ctx context.Context, t Tenant, cmd CreateGroup, m Meta) (events.Group, error) {
 	if err := cmd.Validate(); err != nil {
 		return events.Group{}, err
 	}
-	key := GroupKey(cmd.Name)
+	key := identity.GroupKey(cmd.Name)
 	var created events.Group
 	// The first attempt assumes the name was never used, the common case, so that a create
 	// costs one transaction and no read; if it was, the transaction's version condition
@@ -84,7 +85,7 @@ func finishGroupCleanup(ctx context.Context, s Store, t Tenant, agg GroupAggrega
 
 // loadLiveGroup loads a group that must exist and not be deleted, by name in any case.
 func loadLiveGroup(ctx context.Context, s Store, t Tenant, name string) (GroupAggregate, error) {
-	agg, err := s.LoadGroup(ctx, t, GroupKey(name))
+	agg, err := s.LoadGroup(ctx, t, identity.GroupKey(name))
 	if err != nil {
 		return agg, err
 	}

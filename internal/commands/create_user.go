@@ -40,7 +40,7 @@ func (c *CreateUser) Validate() error {
 	if c.Password != nil {
 		checkPassword(&p, *c.Password)
 	}
-	return p.err()
+	return p.Err(invalidRequest)
 }
 
 func (h CreateUserHandler) Handle(ctx context.Context, t Tenant, cmd CreateUser, m Meta) (events.User, error) {

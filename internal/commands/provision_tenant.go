@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // KeycloakSettings are a tenant's Keycloak realm and client credentials.
@@ -76,16 +77,16 @@ const (
 // settings (an interrupted provisioning is finished either way).
 func (h ProvisionTenantHandler) Handle(ctx context.Context, cmd ProvisionTenant) (rec TenantRecord, created bool, err error) {
 	var p problems
-	if !ValidID(cmd.System) {
-		p.add("system", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
+	if !identity.ValidID(cmd.System) {
+		p.Add("system", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
 	}
-	if !ValidID(cmd.Tenant) {
-		p.add("tenant_id", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
+	if !identity.ValidID(cmd.Tenant) {
+		p.Add("tenant_id", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
 	}
 	if cmd.Keycloak != nil {
 		checkKeycloak(&p, cmd.Keycloak)
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(invalidRequest); err != nil {
 		return rec, false, err
 	}
 	existing, err := h.store.GetTenant(ctx, cmd.System, cmd.Tenant)
@@ -157,7 +158,7 @@ func NewUpdateKeycloakHandler(s TenantStore, secrets SecretBox, now Clock) Updat
 func (h UpdateKeycloakHandler) Handle(ctx context.Context, cmd UpdateKeycloak) (TenantRecord, error) {
 	var p problems
 	checkKeycloak(&p, &cmd.Keycloak)
-	if err := p.err(); err != nil {
+	if err := p.Err(invalidRequest); err != nil {
 		return TenantRecord{}, err
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
@@ -186,25 +187,25 @@ func checkKeycloak(p *problems, k *KeycloakSettings) {
 	k.URL = strings.TrimRight(strings.TrimSpace(k.URL), "/")
 	u, err := url.Parse(k.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || len(k.URL) > 2048 {
-		p.add("keycloak.url", "must be an absolute http(s) URL without query, fragment or credentials")
+		p.Add("keycloak.url", "must be an absolute http(s) URL without query, fragment or credentials")
 	}
 	checkToken(p, "keycloak.realm", k.Realm)
 	checkToken(p, "keycloak.client_id", k.ClientID)
 	if k.ClientSecret == "" || len(k.ClientSecret) > 1024 {
-		p.add("keycloak.client_secret", "must be 1–1024 characters")
+		p.Add("keycloak.client_secret", "must be 1–1024 characters")
 	}
 	switch k.OnDelete {
 	case "":
 		k.OnDelete = "delete"
 	case "delete", "disable":
 	default:
-		p.add("keycloak.on_delete", "must be delete or disable")
+		p.Add("keycloak.on_delete", "must be delete or disable")
 	}
 }
 
 func checkToken(p *problems, field, v string) {
 	if v == "" || len(v) > 255 || strings.ContainsAny(v, "/?#") {
-		p.add(field, "must be 1–255 characters without '/', '?' or '#'")
+		p.Add(field, "must be 1–255 characters without '/', '?' or '#'")
 		return
 	}
 	checkText(p, field, v, 255, false)

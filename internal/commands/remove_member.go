@@ -5,6 +5,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // RemoveMember takes a user out of a group: a command on the group. A user not in the
@@ -21,7 +22,7 @@ func NewRemoveMemberHandler(d Deps) RemoveMemberHandler { return RemoveMemberHan
 
 // Handle returns the group's version after the command.
 func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMember, m Meta) (int64, error) {
-	username, ok := NormalizeUsername(cmd.Username)
+	username, ok := identity.NormalizeUsername(cmd.Username)
 	if !ok {
 		return 0, apperr.NotFound("user")
 	}

@@ -26,7 +26,7 @@ func (c *UpdateGroup) Validate() error {
 	if c.Attributes != nil {
 		checkAttributes(&p, *c.Attributes)
 	}
-	return p.err()
+	return p.Err(invalidRequest)
 }
 
 func (h UpdateGroupHandler) Handle(ctx context.Context, t Tenant, cmd UpdateGroup, m Meta) (events.Group, error) {

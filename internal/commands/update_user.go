@@ -6,6 +6,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // UpdateUser changes a user's profile; nil fields stay as they are, and Attributes, when
@@ -38,7 +39,7 @@ func (c *UpdateUser) Validate() error {
 	if c.Attributes != nil {
 		checkAttributes(&p, *c.Attributes)
 	}
-	return p.err()
+	return p.Err(invalidRequest)
 }
 
 func (h UpdateUserHandler) Handle(ctx context.Context, t Tenant, cmd UpdateUser, m Meta) (events.User, error) {
@@ -95,7 +96,7 @@ func (h UpdateUserHandler) Handle(ctx context.Context, t Tenant, cmd UpdateUser,
 
 // loadLiveUser loads a user that must exist and not be deleted.
 func loadLiveUser(ctx context.Context, s Store, t Tenant, username string) (UserAggregate, error) {
-	u, ok := NormalizeUsername(username)
+	u, ok := identity.NormalizeUsername(username)
 	if !ok {
 		return UserAggregate{}, apperr.NotFound("user")
 	}

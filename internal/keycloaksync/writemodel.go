@@ -7,6 +7,7 @@ import (
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/keycloak"
 )
 
@@ -26,7 +27,7 @@ func NewWriteModel(store *dynamo.CommandStore, system, tenant string) *WriteMode
 
 // user is the live user with its current password ciphertext.
 func (w *WriteModel) user(ctx context.Context, username string) (events.User, string, bool, error) {
-	name, valid := commands.NormalizeUsername(username)
+	name, valid := identity.NormalizeUsername(username)
 	if !valid {
 		return events.User{}, "", false, nil // no directory user can have that name
 	}
@@ -47,7 +48,7 @@ func (w *WriteModel) User(ctx context.Context, username string) (keycloak.Direct
 }
 
 func (w *WriteModel) group(ctx context.Context, name string) (events.Group, bool, error) {
-	agg, err := w.store.LoadGroup(ctx, w.tenant, commands.GroupKey(name))
+	agg, err := w.store.LoadGroup(ctx, w.tenant, identity.GroupKey(name))
 	if err != nil || !agg.Exists || agg.State.Deleted {
 		return events.Group{}, false, err
 	}
@@ -65,6 +66,6 @@ func (w *WriteModel) Group(ctx context.Context, name string) (keycloak.Directory
 
 // Member reports the membership of the user in the group, if there is one now.
 func (w *WriteModel) Member(ctx context.Context, groupName, username string) (string, string, bool, error) {
-	m, ok, err := w.store.CurrentMembership(ctx, w.tenant, commands.GroupKey(groupName), strings.ToLower(username))
+	m, ok, err := w.store.CurrentMembership(ctx, w.tenant, identity.GroupKey(groupName), strings.ToLower(username))
 	return m.GroupID, m.UserID, ok, err
 }

@@ -2,7 +2,6 @@ package queries
 
 import (
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,16 +10,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // Limits of API.md's "Query API" and "Objects".
 const (
 	DefaultLimit   = 50
 	MaxLimit       = 500
-	maxEmail       = 254
 	maxPrefix      = 255
-	maxUsername    = 128
-	maxGroupName   = 128
 	maxActor       = 255
 	dayLayout      = "2006-01-02"
 	paramLimit     = "limit"
@@ -81,26 +78,26 @@ func (q UsersQuery) normalize() (UsersQuery, error) {
 	set := 0
 	if q.Email != "" {
 		set++
-		q.Email = strings.ToLower(strings.TrimSpace(q.Email))
+		q.Email = identity.NormalizeEmail(q.Email)
 		// An address is ASCII in practice; bounding bytes also bounds what reaches DynamoDB.
-		if len(q.Email) > maxEmail {
-			p.add(paramEmail, "must be at most 254 characters")
+		if len(q.Email) > identity.MaxEmail {
+			p.Add(paramEmail, "must be at most 254 characters")
 		} else {
-			p.text(paramEmail, q.Email, 1, maxEmail)
+			text(&p, paramEmail, q.Email, 1, identity.MaxEmail)
 		}
 	}
 	if q.LastNamePrefix != "" {
 		set++
-		p.text(paramLastName, q.LastNamePrefix, 1, maxPrefix)
+		text(&p, paramLastName, q.LastNamePrefix, 1, maxPrefix)
 		q.LastNamePrefix = strings.ToLower(q.LastNamePrefix)
 	}
 	if q.FirstNamePrefix != "" {
 		set++
-		p.text(paramFirstName, q.FirstNamePrefix, 1, maxPrefix)
+		text(&p, paramFirstName, q.FirstNamePrefix, 1, maxPrefix)
 		q.FirstNamePrefix = strings.ToLower(q.FirstNamePrefix)
 	}
 	if set > 1 {
-		p.add(paramEmail, "give at most one of email, last_name_prefix and first_name_prefix")
+		p.Add(paramEmail, "give at most one of email, last_name_prefix and first_name_prefix")
 	}
 	switch q.Order {
 	case "":
@@ -109,15 +106,15 @@ func (q UsersQuery) normalize() (UsersQuery, error) {
 		}
 	case OrderUpdatedDesc, OrderUpdatedAsc:
 		if set > 0 {
-			p.add(paramOrder, "applies only to the list of all users; email and name prefix lists have a fixed order")
+			p.Add(paramOrder, "applies only to the list of all users; email and name prefix lists have a fixed order")
 		}
 	default:
-		p.add(paramOrder, "must be updated_desc or updated_asc")
+		p.Add(paramOrder, "must be updated_desc or updated_asc")
 	}
 	if err := q.Page.check(); err != nil {
 		return q, err
 	}
-	return q, p.err()
+	return q, p.Err(invalidQuery)
 }
 
 // ActivityQuery selects the activity feed of one entity, one actor or one UTC day: exactly
@@ -139,106 +136,61 @@ func (q ActivityQuery) normalize() (ActivityQuery, error) {
 		kind, key, ok := strings.Cut(q.Entity, ":")
 		switch {
 		case !ok:
-			p.add(paramEntity, "must be user:<username> or group:<name>")
+			p.Add(paramEntity, "must be user:<username> or group:<name>")
 		case kind == "user":
-			u, ok := NormalizeUsername(key)
+			u, ok := identity.NormalizeUsername(key)
 			if !ok {
-				p.add(paramEntity, "user:<username> needs a username of 1–128 characters of a-z, 0-9, '.', '_', '@', '-'")
+				p.Add(paramEntity, "user:<username> needs a username of 1–128 characters of a-z, 0-9, '.', '_', '@', '-'")
 			}
 			q.Entity = "user:" + u
 		case kind == "group":
-			if !ValidGroupName(key) {
-				p.add(paramEntity, "group:<name> needs a name of 1–128 letters, digits, spaces, '.', '_', '-'")
+			if !identity.ValidGroupName(key) {
+				p.Add(paramEntity, "group:<name> needs a name of 1–128 letters, digits, spaces, '.', '_', '-'")
 			}
-			q.Entity = "group:" + GroupKey(key)
+			q.Entity = "group:" + identity.GroupKey(key)
 		default:
-			p.add(paramEntity, "must be user:<username> or group:<name>")
+			p.Add(paramEntity, "must be user:<username> or group:<name>")
 		}
 	}
 	if q.Actor != "" {
 		set++
-		p.text(paramActor, q.Actor, 1, maxActor)
+		text(&p, paramActor, q.Actor, 1, maxActor)
 	}
 	if q.Day != "" {
 		set++
 		if d, err := time.Parse(dayLayout, q.Day); err != nil || d.Format(dayLayout) != q.Day {
-			p.add(paramDay, "must be a date YYYY-MM-DD")
+			p.Add(paramDay, "must be a date YYYY-MM-DD")
 		}
 	}
 	if set != 1 {
-		p.add(paramEntity, "give exactly one of entity, actor and day")
+		p.Add(paramEntity, "give exactly one of entity, actor and day")
 	}
 	if err := q.Page.check(); err != nil {
 		return q, err
 	}
-	return q, p.err()
+	return q, p.Err(invalidQuery)
 }
-
-var (
-	usernameRE = regexp.MustCompile(`^[a-z0-9._@-]{1,128}$`)
-	idRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-)
-
-// ValidID reports whether s is a valid system or tenant id.
-func ValidID(s string) bool { return idRE.MatchString(s) }
-
-// NormalizeUsername lower-cases a username, as the command side does, and checks it.
-func NormalizeUsername(s string) (string, bool) {
-	if len(s) > 4*maxUsername {
-		return "", false
-	}
-	u := strings.ToLower(s)
-	return u, usernameRE.MatchString(u)
-}
-
-// ValidGroupName reports whether s is a valid group name (API.md "Objects").
-func ValidGroupName(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	n := utf8.RuneCountInString(s)
-	if n < 1 || n > maxGroupName || strings.TrimSpace(s) != s {
-		return false
-	}
-	for _, r := range s {
-		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == ' ' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// GroupKey is a group name's identity: its lower-cased form.
-func GroupKey(name string) string { return strings.ToLower(name) }
 
 // problems collects field errors so that a client learns everything wrong at once.
-type problems []apperr.FieldError
+type problems = apperr.Fields
 
-func (p *problems) add(field, msg string) {
-	*p = append(*p, apperr.FieldError{Field: field, Message: msg})
-}
+// invalidQuery is the message of a query's validation failure.
+const invalidQuery = "invalid query parameters"
 
 // text checks a free-text parameter: valid UTF-8, min–max characters, no control
 // characters (stored names never hold any, and `\u0001` separates the name sort keys).
-func (p *problems) text(field, s string, minLen, maxLen int) {
+func text(p *problems, field, s string, minLen, maxLen int) {
 	if !utf8.ValidString(s) {
-		p.add(field, "must be valid UTF-8")
+		p.Add(field, "must be valid UTF-8")
 		return
 	}
 	if n := utf8.RuneCountInString(s); n < minLen || n > maxLen {
-		p.add(field, "must be "+strconv.Itoa(minLen)+"–"+strconv.Itoa(maxLen)+" characters")
+		p.Add(field, "must be "+strconv.Itoa(minLen)+"–"+strconv.Itoa(maxLen)+" characters")
 		return
 	}
 	if strings.ContainsFunc(s, unicode.IsControl) {
-		p.add(field, "must not contain control characters")
+		p.Add(field, "must not contain control characters")
 	}
-}
-
-func (p problems) err() error {
-	if len(p) == 0 {
-		return nil
-	}
-	return apperr.Invalid("invalid query parameters", p...)
 }
 
 // ParseQuery parses a raw query string and refuses parameters outside allowed and
@@ -257,12 +209,12 @@ func ParseQuery(rawQuery string, allowed ...string) (url.Values, error) {
 	for _, name := range names {
 		switch {
 		case !slices.Contains(allowed, name):
-			p.add(printable(name), "unknown query parameter")
+			p.Add(printable(name), "unknown query parameter")
 		case len(v[name]) > 1:
-			p.add(name, "given more than once")
+			p.Add(name, "given more than once")
 		}
 	}
-	return v, p.err()
+	return v, p.Err(invalidQuery)
 }
 
 // printable keeps a client's unknown parameter name safe to echo back in a problem.
@@ -308,7 +260,7 @@ func ParseUsersQuery(rawQuery string) (UsersQuery, error) {
 	for name, dst := range map[string]*string{paramEmail: &q.Email, paramLastName: &q.LastNamePrefix, paramFirstName: &q.FirstNamePrefix} {
 		if s, ok := one(v, name); ok {
 			if s == "" {
-				p.add(name, "must not be empty")
+				p.Add(name, "must not be empty")
 			}
 			*dst = s
 		}
@@ -316,10 +268,10 @@ func ParseUsersQuery(rawQuery string) (UsersQuery, error) {
 	if s, ok := one(v, paramOrder); ok {
 		q.Order = Order(s)
 		if s == "" {
-			p.add(paramOrder, "must be updated_desc or updated_asc")
+			p.Add(paramOrder, "must be updated_desc or updated_asc")
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(invalidQuery); err != nil {
 		return q, err
 	}
 	if q.Page, err = ParsePageRequest(v); err != nil {
@@ -348,12 +300,12 @@ func ParseActivityQuery(rawQuery string) (ActivityQuery, error) {
 	for name, dst := range map[string]*string{paramEntity: &q.Entity, paramActor: &q.Actor, paramDay: &q.Day} {
 		if s, ok := one(v, name); ok {
 			if s == "" {
-				p.add(name, "must not be empty")
+				p.Add(name, "must not be empty")
 			}
 			*dst = s
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(invalidQuery); err != nil {
 		return q, err
 	}
 	if q.Page, err = ParsePageRequest(v); err != nil {

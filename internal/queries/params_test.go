@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 func fieldsOf(err error) []string {
@@ -155,9 +156,9 @@ func TestNames(t *testing.T) {
 		{"an empty username is not", "", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := NormalizeUsername(tc.in)
+			got, ok := identity.NormalizeUsername(tc.in)
 			if ok != tc.ok || (ok && got != tc.want) {
-				t.Errorf("NormalizeUsername(%q) = %q, %v", tc.in, got, ok)
+				t.Errorf("identity.NormalizeUsername(%q) = %q, %v", tc.in, got, ok)
 			}
 		})
 	}
@@ -167,8 +168,8 @@ func TestNames(t *testing.T) {
 	}{
 		{"Site Admins", true}, {"ops.team_1-a", true}, {"Équipe", true}, {" lead", false}, {"a/b", false}, {"", false},
 	} {
-		if got := ValidGroupName(tc.in); got != tc.ok {
-			t.Errorf("ValidGroupName(%q) = %v, want %v", tc.in, got, tc.ok)
+		if got := identity.ValidGroupName(tc.in); got != tc.ok {
+			t.Errorf("identity.ValidGroupName(%q) = %v, want %v", tc.in, got, tc.ok)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
 	"github.com/ssodir/ssodir/internal/projections"
 )
@@ -79,7 +80,7 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 
 // Tenant is a tenant's public settings.
 func (s *Service) Tenant(ctx context.Context, system, tenant string) (objects.Tenant, error) {
-	if !ValidID(system) || !ValidID(tenant) {
+	if !identity.ValidID(system) || !identity.ValidID(tenant) {
 		return objects.Tenant{}, apperr.NotFound("tenant")
 	}
 	row, err := s.tenants.get(ctx, system, tenant)
@@ -91,7 +92,7 @@ func (s *Service) Tenant(ctx context.Context, system, tenant string) (objects.Te
 
 // User is one user. With minVersion > 0 it waits until the view has reached that version.
 func (s *Service) User(ctx context.Context, system, tenant, username string, minVersion int64) (objects.User, error) {
-	u, ok := NormalizeUsername(username)
+	u, ok := identity.NormalizeUsername(username)
 	if !ok {
 		return objects.User{}, apperr.NotFound("user")
 	}
@@ -112,10 +113,10 @@ func (s *Service) User(ctx context.Context, system, tenant, username string, min
 // Group is one group, found by its name in any case. With minVersion > 0 it waits until the
 // view has reached that version.
 func (s *Service) Group(ctx context.Context, system, tenant, name string, minVersion int64) (objects.Group, error) {
-	if !ValidGroupName(name) {
+	if !identity.ValidGroupName(name) {
 		return objects.Group{}, apperr.NotFound("group")
 	}
-	raw, err := s.read(ctx, watchKey{system, tenant, dynamo.GroupID(GroupKey(name))}, "group", minVersion)
+	raw, err := s.read(ctx, watchKey{system, tenant, dynamo.GroupID(identity.GroupKey(name))}, "group", minVersion)
 	if err != nil {
 		return objects.Group{}, err
 	}
@@ -182,7 +183,7 @@ func (s *Service) observe(ctx context.Context, k watchKey, consistent bool) obse
 
 // tables resolves a tenant's read tables; an id that cannot exist is an unknown tenant.
 func (s *Service) tables(ctx context.Context, system, tenant string) (tables, error) {
-	if !ValidID(system) || !ValidID(tenant) {
+	if !identity.ValidID(system) || !identity.ValidID(tenant) {
 		return tables{}, apperr.NotFound("tenant")
 	}
 	return s.tenants.readTables(ctx, system, tenant)
@@ -354,7 +355,7 @@ func (s *Service) UserGroups(ctx context.Context, system, tenant, username strin
 	if err := p.check(); err != nil {
 		return Page[objects.Group]{}, err
 	}
-	name, ok := NormalizeUsername(username)
+	name, ok := identity.NormalizeUsername(username)
 	if !ok {
 		return Page[objects.Group]{}, apperr.NotFound("user")
 	}
@@ -417,10 +418,10 @@ func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string,
 	if err := p.check(); err != nil {
 		return Page[objects.User]{}, err
 	}
-	if !ValidGroupName(name) {
+	if !identity.ValidGroupName(name) {
 		return Page[objects.User]{}, apperr.NotFound("group")
 	}
-	key := GroupKey(name)
+	key := identity.GroupKey(name)
 	t, err := s.tables(ctx, system, tenant)
 	if err != nil {
 		return Page[objects.User]{}, err

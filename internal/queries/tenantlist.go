@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
 )
 
@@ -32,7 +33,7 @@ func (s *Service) Tenants(ctx context.Context, system string, p PageRequest, all
 		ascending: true,
 		keyAttrs:  configTableKey,
 	}
-	if !ValidID(system) {
+	if !identity.ValidID(system) {
 		// Still check the cursor, so that a bad one is a 400 here as everywhere.
 		if p.Cursor != "" {
 			if _, err := s.cursors.decode(p.Cursor, spec.id, spec.keyAttrs); err != nil {
@@ -48,7 +49,7 @@ func (s *Service) Tenants(ctx context.Context, system string, p PageRequest, all
 			if err := attributevalue.UnmarshalMap(item, &row); err != nil {
 				return nil, err
 			}
-			if row.SystemID != system || !ValidID(row.TenantID) || (allowed != nil && !allowed(row.SystemID, row.TenantID)) {
+			if row.SystemID != system || !identity.ValidID(row.TenantID) || (allowed != nil && !allowed(row.SystemID, row.TenantID)) {
 				continue
 			}
 			v := tenantView(row)

@@ -1,0 +1,88 @@
+// Package identity holds the rules of API.md's "Objects" that name things: system and
+// tenant ids, usernames, group names and their keys, and email addresses. The command
+// side (which validates what is stored) and the read side (which validates what is asked
+// for) both use these, so a name the one accepts is a name the other finds.
+package identity
+
+import (
+	"net/mail"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of API.md's "Objects".
+const (
+	MaxUsername  = 128
+	MaxGroupName = 128
+	MaxEmail     = 254
+)
+
+// Messages for a field that breaks a rule, shared so both sides say the same.
+const (
+	IDRule       = "must match ^[a-z0-9][a-z0-9-]{0,31}$"
+	UsernameRule = "must be 1–128 characters of a-z, 0-9, '.', '_', '@', '-'"
+)
+
+var (
+	idRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	usernameRE = regexp.MustCompile(`^[a-z0-9._@-]{1,128}$`)
+)
+
+// ValidID reports whether s is a valid system or tenant id.
+func ValidID(s string) bool { return idRE.MatchString(s) }
+
+// NormalizeUsername lower-cases a username (as Keycloak does) and reports whether the
+// result is 1–128 characters of [a-z0-9._@-].
+func NormalizeUsername(s string) (string, bool) {
+	// A rune lower-cases to at most 4 bytes of ASCII-or-not; anything longer cannot pass,
+	// and is not worth lower-casing.
+	if len(s) > 4*MaxUsername {
+		return "", false
+	}
+	u := strings.ToLower(s)
+	return u, usernameRE.MatchString(u)
+}
+
+// GroupKey is a group name's identity: its lower-cased form.
+func GroupKey(name string) string { return strings.ToLower(name) }
+
+// GroupNameProblems lists what is wrong with a group name (1–128 characters of letters,
+// digits, space, '.', '_' and '-', no space at either end), or nothing.
+func GroupNameProblems(s string) []string {
+	n := utf8.RuneCountInString(s)
+	if n < 1 || n > MaxGroupName || !utf8.ValidString(s) {
+		return []string{"must be 1–128 characters"}
+	}
+	var out []string
+	if strings.TrimSpace(s) != s {
+		out = append(out, "must not start or end with a space")
+	}
+	for _, r := range s {
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == ' ' || r == '.' || r == '_' || r == '-') {
+			out = append(out, "may hold only letters, digits, space, '.', '_' and '-'")
+			break
+		}
+	}
+	return out
+}
+
+// ValidGroupName reports whether s is a valid group name.
+func ValidGroupName(s string) bool { return len(GroupNameProblems(s)) == 0 }
+
+// NormalizeEmail is an address as stored and looked up: trimmed and lower-cased.
+func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// EmailProblem says what is wrong with a normalized, non-empty address, or "": at most
+// 254 characters, a bare address (no display name) whose domain has a dot.
+func EmailProblem(e string) string {
+	if len(e) > MaxEmail {
+		return "must be at most 254 characters"
+	}
+	a, err := mail.ParseAddress(e)
+	if err != nil || a.Address != e || a.Name != "" || !strings.Contains(e[strings.LastIndexByte(e, '@')+1:], ".") {
+		return "must be a valid email address"
+	}
+	return ""
+}
