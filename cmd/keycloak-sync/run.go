@@ -129,10 +129,10 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
 }
 
-func (a *app) deadLetterTable() string { return a.names.Prefix + "_dead_letters" }
+func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 
 func (a *app) serve(ctx context.Context, onListen listening) error {
-	leases, deadLetters := a.names.Prefix+"_stream_leases", a.deadLetterTable()
+	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err := errors.Join(dynamo.EnsureTable(tctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())),
 		dynamo.EnsureTable(tctx, a.clients.DB, dynamo.KeycloakSyncStatusTable(a.statuses.Table())),

@@ -87,8 +87,8 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
 }
 
-func (a *app) leaseTable() string      { return a.names.Prefix + "_stream_leases" }
-func (a *app) deadLetterTable() string { return a.names.Prefix + "_dead_letters" }
+func (a *app) leaseTable() string      { return a.names.StreamLeases() }
+func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 
 func (a *app) ensureTables(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

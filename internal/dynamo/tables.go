@@ -30,6 +30,12 @@ type Names struct{ Prefix string }
 func (n Names) Config() string      { return n.Prefix + "_Config" }
 func (n Names) Idempotency() string { return n.Prefix + "_idempotency" }
 
+// StreamLeases is the table of shard leases and checkpoints, shared by every stream consumer.
+func (n Names) StreamLeases() string { return n.Prefix + "_stream_leases" }
+
+// DeadLetters is the table of records a stream consumer could not apply.
+func (n Names) DeadLetters() string { return n.Prefix + "_dead_letters" }
+
 // Commands is a tenant's write table.
 func (n Names) Commands(system, tenant string) string {
 	return fmt.Sprintf("%s_%s_%s_user_commands", n.Prefix, system, tenant)

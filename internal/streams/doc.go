@@ -5,7 +5,8 @@
 //
 // # Use
 //
-//	streams.EnsureTables(ctx, db, prefix+"_stream_leases", prefix+"_stream_dead_letters")
+//	names := dynamo.Names{Prefix: prefix} // the binaries take every table name from it
+//	streams.EnsureTables(ctx, db, names.StreamLeases(), names.DeadLetters())
 //	sub, err := streams.NewSubscriber(streams.Config{
 //		Consumer: "projector", LeaseTable: ..., DeadLetterTable: ...,
 //		Source: tenants, Streams: streamsClient, DB: dynamoClient,
