@@ -4,19 +4,14 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
+	"io"
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/process"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	stopProfile := process.CPUProfile(os.Getenv("SSO_CPU_PROFILE"))
-	err := run(ctx, os.Args[1:], config.OS(), os.Stdout, hooks{})
-	stop()
-	stopProfile()
-	process.Exit("command-api", err)
+	process.Main("command-api", func(ctx context.Context, args []string, env config.Env, stdout io.Writer) error {
+		return run(ctx, args, env, stdout, hooks{})
+	})
 }

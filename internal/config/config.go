@@ -322,3 +322,11 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 	c.LeaseDuration, c.PollInterval = r.stream()
 	return c, r.err()
 }
+
+// CPUProfile is SSO_CPU_PROFILE, where a service writes a CPU profile ("" for none). It is
+// read apart from a service's configuration: profiling starts before, and survives, a
+// configuration that fails to load.
+func CPUProfile(env Env) string {
+	v, _ := env("SSO_CPU_PROFILE")
+	return v
+}

@@ -105,3 +105,12 @@ func TestQueryAPINeverReadsTheSecretKey(t *testing.T) {
 		t.Errorf("waiter caps %d/%d, want the defaults 512/128", q.MaxWaiters, q.MaxTenantWaiters)
 	}
 }
+
+func TestCPUProfileIsReadFromTheEnvironment(t *testing.T) {
+	if got := CPUProfile(Map(map[string]string{"SSO_CPU_PROFILE": "/tmp/p"})); got != "/tmp/p" {
+		t.Errorf("CPUProfile = %q, want /tmp/p", got)
+	}
+	if got := CPUProfile(Map(nil)); got != "" {
+		t.Errorf("CPUProfile without the variable = %q, want empty", got)
+	}
+}
