@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/auth"
@@ -77,19 +73,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	if h.onListen != nil {
-		h.onListen(ln.Addr().String())
-	}
-	err = httpapi.Serve(ctx, e, ln, log)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	log.Info("stopped", zap.Error(err))
-	return err
+	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
 }
 
 // newServer is the command API's echo instance, ready to serve but not listening; the
@@ -126,8 +110,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		return nil, err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := process.NewRegistry()
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
 	commandapi.Register(e, commandapi.Deps{
 		Auth:         authn,

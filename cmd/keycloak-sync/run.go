@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
 	"golang.org/x/term"
@@ -85,8 +84,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if err != nil {
 		return err
 	}
-	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}, reg: prometheus.NewRegistry()}
-	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}, reg: process.NewRegistry()}
 	a.tenants = dynamo.NewTenants(clients.DB, a.names)
 	metrics, err := keycloak.NewMetrics(a.reg)
 	if err != nil {

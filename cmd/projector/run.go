@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/config"
@@ -103,8 +101,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	if err := a.ensureTables(ctx); err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := process.NewRegistry()
 	sub, err := streams.NewSubscriber(streams.Config{
 		Consumer:           consumer,
 		LeaseTable:         a.leaseTable(),

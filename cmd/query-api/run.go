@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/config"
@@ -96,8 +90,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		return err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := process.NewRegistry()
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "query-api", CORSOrigins: cfg.CORSOrigins})
 	queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
@@ -106,17 +99,5 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	if h.onListen != nil {
-		h.onListen(ln.Addr().String())
-	}
-	err = httpapi.Serve(ctx, e, ln, log)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	log.Info("stopped", zap.Error(err))
-	return err
+	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
 }

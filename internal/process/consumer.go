@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -58,12 +57,9 @@ func (c Consumer) Run(ctx context.Context) error {
 		}
 		return c.Subscriber.Ready()
 	}, c.Registry)
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := listen(c.Addr, c.OnListen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.Addr, err)
-	}
-	if c.OnListen != nil {
-		c.OnListen(ln.Addr().String())
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
