@@ -1,5 +1,7 @@
-// Package process is the start-up plumbing the ssodir binaries share: the logger, the
-// secret box chosen by configuration, and the one-line error a failed start prints.
+// Package process is the start-up plumbing the ssodir binaries share: Main (signals, one
+// exit), the logger, the metrics registry, the secret box chosen by configuration, the
+// one-line error a failed start prints, and the two service shapes — HTTPService for the
+// APIs and Consumer for the stream consumers.
 package process
 
 import (
