@@ -150,7 +150,7 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 		if segments <= 0 {
 			segments = segmentsFor(r.itemCount(ctx, row.CommandsTable))
 		}
-		if err := r.setNext(ctx, row, next, segments); err != nil {
+		if err := r.tenants.StartReplay(ctx, system, tenant, next.Users, next.Activities, segments); err != nil {
 			return rep, err
 		}
 		fmt.Fprintf(opts.Out, "live projectors now also write into the new tables; waiting %s for them to notice\n", opts.SwitchWait)
@@ -174,7 +174,7 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 		rep.Users, rep.Groups, rep.Memberships)
 
 	old := projections.Tables{Users: row.UsersTable, Activities: row.ActivitiesTable}
-	if err := r.switchTo(ctx, system, tenant, next, gen); err != nil {
+	if err := r.switchTo(ctx, row, next, gen, rep.Resumed); err != nil {
 		return rep, err
 	}
 	rep.Switched = true
@@ -208,91 +208,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (r *Replayer) configKey(system, tenant string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"system_id": &types.AttributeValueMemberS{Value: system},
-		"tenant_id": &types.AttributeValueMemberS{Value: tenant},
-	}
-}
-
-// setNext names the tables under construction in the tenant row; from then on the live
-// projector writes into them too.
-func (r *Replayer) setNext(ctx context.Context, row dynamo.Tenant, next projections.Tables, segments int) error {
-	_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(r.names.Config()),
-		Key:       r.configKey(row.SystemID, row.TenantID),
-		UpdateExpression: aws.String("SET next_users_table = :u, next_activities_table = :a, replay_segments = :n, replay_cursors = :c, " +
-			"updated_at = :now REMOVE replay_done ADD row_version :one"),
-		ConditionExpression: aws.String("attribute_not_exists(next_users_table)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u": &types.AttributeValueMemberS{Value: next.Users}, ":a": &types.AttributeValueMemberS{Value: next.Activities},
-			":c":   &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
-			":n":   &types.AttributeValueMemberN{Value: strconv.Itoa(segments)},
-			":now": &types.AttributeValueMemberS{Value: dynamo.FormatTime(time.Now())}, ":one": &types.AttributeValueMemberN{Value: "1"},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("start replay of %s/%s: %w", row.SystemID, row.TenantID, err)
-	}
-	return nil
-}
-
-// Progress of the rebuild is kept in the tenant row: replay_segments is the scan's
-// segment count (fixed when the replay starts, so a resumed run splits the table the same
-// way), replay_cursors maps a segment in progress to the JSON of its last key, and
-// replay_done is the number set of finished segments.
-type position struct {
-	segments int
-	cursors  map[string]string
-	done     map[int]bool
-}
-
-func (r *Replayer) loadPosition(ctx context.Context, system, tenant string) (position, error) {
-	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(r.names.Config()), Key: r.configKey(system, tenant), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("replay_segments, replay_cursors, replay_done"),
-	})
-	if err != nil {
-		return position{}, fmt.Errorf("read replay position: %w", err)
-	}
-	var row struct {
-		Segments int               `dynamodbav:"replay_segments"`
-		Cursors  map[string]string `dynamodbav:"replay_cursors"`
-		Done     []int             `dynamodbav:"replay_done,numberset"`
-	}
-	if err := attributevalue.UnmarshalMap(out.Item, &row); err != nil {
-		return position{}, fmt.Errorf("decode replay position: %w", err)
-	}
-	pos := position{segments: row.Segments, cursors: row.Cursors, done: map[int]bool{}}
-	if pos.cursors == nil {
-		pos.cursors = map[string]string{}
-	}
-	for _, seg := range row.Done {
-		pos.done[seg] = true
-	}
-	return pos, nil
-}
-
-// saveCursor records a segment's progress: its last key, or, at its end, the segment
-// among the finished ones.
+// saveCursor records a segment's progress in the tenant row: its last key, or, at its
+// end, the segment among the finished ones.
 func (r *Replayer) saveCursor(ctx context.Context, system, tenant string, segment int, last map[string]types.AttributeValue) error {
-	in := &dynamodb.UpdateItemInput{
-		TableName:                aws.String(r.names.Config()),
-		Key:                      r.configKey(system, tenant),
-		UpdateExpression:         aws.String("SET replay_cursors.#s = :c"),
-		ConditionExpression:      aws.String("attribute_exists(next_users_table)"),
-		ExpressionAttributeNames: map[string]string{"#s": strconv.Itoa(segment)},
-	}
 	if last == nil {
-		in.UpdateExpression = aws.String("ADD replay_done :s REMOVE replay_cursors.#s")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":s": &types.AttributeValueMemberNS{Value: []string{strconv.Itoa(segment)}}}
-	} else {
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":c": &types.AttributeValueMemberS{Value: encodeKey(last)}}
+		return r.tenants.FinishReplaySegment(ctx, system, tenant, segment)
 	}
-	if _, err := r.db.UpdateItem(ctx, in); err != nil {
-		return fmt.Errorf("save replay position: %w", err)
-	}
-	return nil
+	return r.tenants.SaveReplayCursor(ctx, system, tenant, segment, encodeKey(last))
 }
 
 func encodeKey(k map[string]types.AttributeValue) string {
@@ -401,19 +323,19 @@ func (r *Replayer) scanAll(ctx context.Context, table string, in dynamodb.ScanIn
 // the segments an earlier, interrupted run had read some or all of, whose state items
 // the verification has to read again.
 func (r *Replayer) rebuild(ctx context.Context, row dynamo.Tenant, next projections.Tables, rep *ReplayReport, opts ReplayOptions) (*checklist, map[int]bool, error) {
-	pos, err := r.loadPosition(ctx, row.SystemID, row.TenantID)
+	pos, err := r.tenants.ReplayPosition(ctx, row.SystemID, row.TenantID)
 	if err != nil {
 		return nil, nil, err
 	}
-	if pos.segments == 0 {
+	if pos.Segments == 0 {
 		return nil, nil, fmt.Errorf("tenant %s/%s has no replay in progress", row.SystemID, row.TenantID)
 	}
-	rep.Segments = pos.segments
+	rep.Segments = pos.Segments
 	fmt.Fprintf(opts.Out, "rebuilding from %s in %d segments, %d at a time (%d already done)\n",
-		row.CommandsTable, pos.segments, opts.Workers, len(pos.done))
+		row.CommandsTable, pos.Segments, opts.Workers, len(pos.Done))
 	list := &checklist{}
-	rescan := maps.Clone(pos.done)
-	for seg := range pos.cursors {
+	rescan := maps.Clone(pos.Done)
+	for seg := range pos.Cursors {
 		n, err := strconv.Atoi(seg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("replay position: segment %q", seg)
@@ -434,7 +356,7 @@ func (r *Replayer) rebuild(ctx context.Context, row dynamo.Tenant, next projecti
 		in.Limit = aws.Int32(opts.PageSize)
 	}
 	from := func(seg int) (map[string]types.AttributeValue, error) {
-		return decodeKey(pos.cursors[strconv.Itoa(seg)])
+		return decodeKey(pos.Cursors[strconv.Itoa(seg)])
 	}
 	page := func(ctx context.Context, items []map[string]types.AttributeValue) error {
 		history, synthesized, err := r.applyPage(ctx, row, next, items, list, &groups)
@@ -457,7 +379,7 @@ func (r *Replayer) rebuild(ctx context.Context, row dynamo.Tenant, next projecti
 		}
 		return nil
 	}
-	err = r.scan(ctx, in, pos.segments, opts.Workers, pos.done, from, page, saved)
+	err = r.scan(ctx, in, pos.Segments, opts.Workers, pos.Done, from, page, saved)
 	rep.HistoryRecords, rep.StateRebuilt = applied.Load(), rebuilt.Load()
 	return list, rescan, err
 }

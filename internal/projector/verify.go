@@ -111,8 +111,6 @@ func (l *checklist) addLive(items []map[string]types.AttributeValue) {
 // read before (rescan); the checks run workers at a time.
 func (r *Replayer) verify(ctx context.Context, row dynamo.Tenant, next projections.Tables, rep *ReplayReport, opts ReplayOptions,
 	list *checklist, segments int, rescan map[int]bool) error {
-	// row is the tenant as this run found it before its scan: the mark it may clear.
-	noteMarkAtStart(next, row, rep.Resumed)
 	if len(rescan) > 0 {
 		skip := map[int]bool{}
 		for seg := range segments {
@@ -295,55 +293,26 @@ func (r *Replayer) batchGet(ctx context.Context, table string, checks []check) (
 	return out, nil
 }
 
-// startMark is a tenant's replay_needed mark as a replay run found it before its scan.
-type startMark struct {
-	needed  bool
-	reason  string
-	resumed bool
-}
-
-// marksAtStart hands switchTo the mark verify was given, keyed by the users table the
-// replay builds (which names one replay of one tenant).
-var marksAtStart sync.Map
-
-func noteMarkAtStart(next projections.Tables, row dynamo.Tenant, resumed bool) {
-	marksAtStart.Store(next.Users, startMark{needed: row.ReplayNeeded, reason: row.ReplayReason, resumed: resumed})
-}
-
 // switchTo points the tenant's readers at the new tables and ends the replay. It clears
-// the tenant's replay_needed mark only when the mark is the one recorded before the scan
-// began: a gap found while the scan ran may have lost records the scan had already passed,
-// so its mark stays and asks for another replay. A resumed run cannot tell when a mark
-// was recorded relative to the first run's scan, so it keeps any mark.
-func (r *Replayer) switchTo(ctx context.Context, system, tenant string, next projections.Tables, gen int) error {
-	v, _ := marksAtStart.LoadAndDelete(next.Users)
-	start, _ := v.(startMark)
-	_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(r.names.Config()),
-		Key:       r.configKey(system, tenant),
-		UpdateExpression: aws.String("SET users_table = :u, activities_table = :a, generation = :g, updated_at = :now " +
-			"REMOVE next_users_table, next_activities_table, replay_segments, replay_cursors, replay_done " +
-			"ADD row_version :one"),
-		ConditionExpression: aws.String("next_users_table = :u"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u": &types.AttributeValueMemberS{Value: next.Users}, ":a": &types.AttributeValueMemberS{Value: next.Activities},
-			":g": &types.AttributeValueMemberN{Value: fmt.Sprint(gen)}, ":now": &types.AttributeValueMemberS{Value: dynamo.FormatTime(time.Now())},
-			":one": &types.AttributeValueMemberN{Value: "1"},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("switch %s/%s to the new tables: %w", system, tenant, err)
+// the tenant's replay_needed mark only when the mark is the one in row, the tenant as
+// this run found it before its scan: a gap found while the scan ran may have lost records
+// the scan had already passed, so its mark stays and asks for another replay. A resumed
+// run cannot tell when a mark was recorded relative to the first run's scan, so it keeps
+// any mark.
+func (r *Replayer) switchTo(ctx context.Context, row dynamo.Tenant, next projections.Tables, gen int, resumed bool) error {
+	if err := r.tenants.SwitchTables(ctx, row.SystemID, row.TenantID, next.Users, next.Activities, gen); err != nil {
+		return err
 	}
-	if !start.needed || start.resumed || start.reason == "" {
+	if !row.ReplayNeeded || resumed || row.ReplayReason == "" {
 		return nil
 	}
-	cleared, err := dynamo.ClearReplayNeeded(ctx, r.db, r.names, system, tenant, next.Users, start.reason)
+	cleared, err := r.tenants.ClearReplayNeeded(ctx, row.SystemID, row.TenantID, next.Users, row.ReplayReason)
 	if err != nil {
 		return err
 	}
 	if !cleared {
 		r.log.Warn("the tenant was marked for replay again while this replay ran: the mark stays, run another replay",
-			zap.String("tenant", system+"/"+tenant))
+			zap.String("tenant", row.SystemID+"/"+row.TenantID))
 	}
 	return nil
 }
