@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
@@ -51,37 +48,14 @@ func createBody(u events.User) []byte {
 	return b
 }
 
-// configItem mirrors the command store's user `config` item (internal/dynamo userItem);
-// checkShapes compares the two on every run.
-type configItem struct {
-	ID                   string              `dynamodbav:"id"`
-	SK                   string              `dynamodbav:"sk"`
-	Type                 string              `dynamodbav:"type"`
-	UserID               string              `dynamodbav:"user_id,omitempty"`
-	Username             string              `dynamodbav:"username"`
-	Email                string              `dynamodbav:"email,omitempty"`
-	FirstName            string              `dynamodbav:"first_name,omitempty"`
-	LastName             string              `dynamodbav:"last_name,omitempty"`
-	IsActive             bool                `dynamodbav:"is_active"`
-	Attributes           map[string][]string `dynamodbav:"attributes,omitempty"`
-	Password             string              `dynamodbav:"password,omitempty"`
-	Version              int64               `dynamodbav:"version"`
-	CreatedAt            string              `dynamodbav:"created_at"`
-	UpdatedAt            string              `dynamodbav:"updated_at"`
-	Deleted              bool                `dynamodbav:"deleted"`
-	DeletedMembershipRev int64               `dynamodbav:"deleted_membership_rev"`
-	CleanupPending       bool                `dynamodbav:"cleanup_pending,omitempty"`
-	SSOType              string              `dynamodbav:"sso_type"`
-}
+// userConfig is the command store's user `config` item (dynamo's codec, the one the store
+// writes), for the raw baseline and for seeding.
+func userConfig(u events.User) item { return must(dynamo.UserConfigItem(u, "", false)) }
 
-func userConfig(u events.User) item {
-	it, err := attributevalue.MarshalMap(configItem{
-		ID: dynamo.UserID(u.Username), SK: dynamo.SKConfig, Type: "user", UserID: u.ID, Username: u.Username,
-		Email: u.Email, FirstName: u.FirstName, LastName: u.LastName, IsActive: u.IsActive, Attributes: u.Attributes,
-		Version: u.Version, CreatedAt: dynamo.FormatTime(u.CreatedAt), UpdatedAt: dynamo.FormatTime(u.UpdatedAt), SSOType: "keycloak",
-	})
+// must is an item of dynamo's codec, which fails only on values the bench never builds.
+func must(it item, err error) item {
 	if err != nil {
-		panic(err) // a fixed struct of strings, numbers and maps always marshals
+		panic(err)
 	}
 	return it
 }
@@ -120,9 +94,7 @@ func history(e events.Envelope) item {
 	return it
 }
 
-func emailGuard(u events.User) item {
-	return item{"id": s("email#" + u.Email), "sk": s("guard"), "username": s(u.Username)}
-}
+func emailGuard(u events.User) item { return dynamo.EmailGuardItem(u.Email, u.Username) }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
@@ -174,19 +146,12 @@ func seedUsers(ctx context.Context, db *dynamodb.Client, table string, users []e
 	return batchWrite(ctx, db, table, 8, items)
 }
 
-// groupConfig mirrors the command store's group `config` item (internal/dynamo groupItem).
-func groupConfig(g events.Group) item {
-	return item{"id": s(dynamo.GroupID(g.Key)), "sk": s(dynamo.SKConfig), "type": s("group"), "group_id": s(g.ID),
-		"key": s(g.Key), "name": s(g.Name), "description": s(g.Description), "version": n(g.Version),
-		"created_at": s(dynamo.FormatTime(g.CreatedAt)), "updated_at": s(dynamo.FormatTime(g.UpdatedAt)),
-		"deleted": &types.AttributeValueMemberBOOL{Value: false}, "last_deleted_version": n(0), "sso_type": s("keycloak")}
-}
+// groupConfig is the command store's group `config` item.
+func groupConfig(g events.Group) item { return must(dynamo.GroupConfigItem(g, false)) }
 
-// memberItem mirrors the command store's membership item in a group's partition.
+// memberItem is the command store's membership item in a group's partition.
 func memberItem(e *events.GroupMemberAdded, version int64) item {
-	return item{"id": s(dynamo.GroupID(e.Group.Key)), "sk": s(dynamo.MemberSK(e.Username)), "member_id": s(e.Username),
-		"user_id": s(e.UserID), "membership_rev": n(e.MembershipRev), "group_version": n(version),
-		"added_at": s(dynamo.FormatTime(e.Group.UpdatedAt))}
+	return dynamo.MemberItem(e.Group.Key, e.Username, e.UserID, e.MembershipRev, version, dynamo.FormatTime(e.Group.UpdatedAt))
 }
 
 // seedWriteModel writes the write model the events of seedDirectory leave behind: the
@@ -210,29 +175,4 @@ func seedWriteModel(ctx context.Context, db *dynamodb.Client, table string, es [
 		items = append(items, groupConfig(g))
 	}
 	return batchWrite(ctx, db, table, 8, items)
-}
-
-// checkShapes compares the attribute names of a user's items as the command store wrote
-// them with those the raw baseline writes, so that a change to the store's items cannot
-// leave the baseline measuring something else.
-func checkShapes(ctx context.Context, db *dynamodb.Client, serviceTable, rawTable string, serviceUser, rawUser events.User) error {
-	for _, sk := range []string{dynamo.SKConfig, dynamo.HistorySK(1)} {
-		var names [2][]string
-		for i, k := range []struct{ table, user string }{{serviceTable, serviceUser.Username}, {rawTable, rawUser.Username}} {
-			out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(k.table), ConsistentRead: aws.Bool(true),
-				Key: item{"id": s(dynamo.UserID(k.user)), "sk": s(sk)}})
-			if err != nil {
-				return err
-			}
-			if out.Item == nil {
-				return fmt.Errorf("shape check: %s/%s missing in %s", k.user, sk, k.table)
-			}
-			names[i] = slices.Sorted(maps.Keys(out.Item))
-		}
-		if !slices.Equal(names[0], names[1]) {
-			return fmt.Errorf("the raw baseline's %s item differs from the command store's: store has [%s], baseline [%s]; update cmd/ssodir-bench/items.go",
-				sk, strings.Join(names[0], " "), strings.Join(names[1], " "))
-		}
-	}
-	return nil
 }

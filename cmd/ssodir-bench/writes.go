@@ -117,9 +117,6 @@ func benchCreate(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	if err := checkShapes(ctx, e.db, e.commandsTable(), raw, benchUser("svc", 1, now()), benchUser("raw", 1, now())); err != nil {
-		return nil, err
-	}
 	var results []*result
 	for _, c := range sc.CreateConcurrency {
 		r := &result{

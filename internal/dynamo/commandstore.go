@@ -43,45 +43,6 @@ func NewCommandStore(db *dynamodb.Client, names Names, reg *events.Registry, his
 	return &CommandStore{db: db, names: names, registry: reg, historyRetention: historyRetention, now: time.Now}
 }
 
-type userItem struct {
-	ID                   string              `dynamodbav:"id"`
-	SK                   string              `dynamodbav:"sk"`
-	Type                 string              `dynamodbav:"type"`
-	UserID               string              `dynamodbav:"user_id,omitempty"`
-	Username             string              `dynamodbav:"username"`
-	Email                string              `dynamodbav:"email,omitempty"`
-	FirstName            string              `dynamodbav:"first_name,omitempty"`
-	LastName             string              `dynamodbav:"last_name,omitempty"`
-	IsActive             bool                `dynamodbav:"is_active"`
-	Attributes           map[string][]string `dynamodbav:"attributes,omitempty"`
-	Password             string              `dynamodbav:"password,omitempty"`
-	Version              int64               `dynamodbav:"version"`
-	CreatedAt            string              `dynamodbav:"created_at"`
-	UpdatedAt            string              `dynamodbav:"updated_at"`
-	Deleted              bool                `dynamodbav:"deleted"`
-	DeletedMembershipRev int64               `dynamodbav:"deleted_membership_rev"`
-	CleanupPending       bool                `dynamodbav:"cleanup_pending,omitempty"`
-	SSOType              string              `dynamodbav:"sso_type"`
-}
-
-type groupItem struct {
-	ID                 string              `dynamodbav:"id"`
-	SK                 string              `dynamodbav:"sk"`
-	Type               string              `dynamodbav:"type"`
-	GroupID            string              `dynamodbav:"group_id,omitempty"`
-	Key                string              `dynamodbav:"key"`
-	Name               string              `dynamodbav:"name"`
-	Description        string              `dynamodbav:"description,omitempty"`
-	Attributes         map[string][]string `dynamodbav:"attributes,omitempty"`
-	Version            int64               `dynamodbav:"version"`
-	CreatedAt          string              `dynamodbav:"created_at"`
-	UpdatedAt          string              `dynamodbav:"updated_at"`
-	Deleted            bool                `dynamodbav:"deleted"`
-	LastDeletedVersion int64               `dynamodbav:"last_deleted_version"`
-	CleanupPending     bool                `dynamodbav:"cleanup_pending,omitempty"`
-	SSOType            string              `dynamodbav:"sso_type"`
-}
-
 func (s *CommandStore) table(t commands.Tenant) string { return s.names.Commands(t.System, t.ID) }
 
 // notFoundTenant maps a missing table to an unknown tenant.
@@ -260,7 +221,7 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	if c.ClaimEmail != "" {
 		add(roleEmail, types.TransactWriteItem{Put: &types.Put{
 			TableName:                 aws.String(table),
-			Item:                      map[string]types.AttributeValue{"id": str("email#" + c.ClaimEmail), "sk": str("guard"), "username": str(username)},
+			Item:                      EmailGuardItem(c.ClaimEmail, username),
 			ConditionExpression:       aws.String("attribute_not_exists(id) OR username = :u"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username)},
 		}})
@@ -268,7 +229,7 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	if c.ReleaseEmail != "" {
 		add(roleVersion, types.TransactWriteItem{Delete: &types.Delete{
 			TableName:                 aws.String(table),
-			Key:                       map[string]types.AttributeValue{"id": str("email#" + c.ReleaseEmail), "sk": str("guard")},
+			Key:                       EmailGuardKey(c.ReleaseEmail),
 			ConditionExpression:       aws.String("attribute_not_exists(id) OR username = :u"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username)},
 		}})
@@ -276,12 +237,8 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	if m := c.AddMember; m != nil {
 		rev := *c.ExpectedMembershipRev
 		at := str(FormatTime(c.Event.OccurredAt))
-		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-			"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username)), "member_id": str(m.Username),
-			"user_id": str(m.UserID), "added_at": at, "membership_rev": num(rev + 1),
-			// The group version of the addition lets a replay find its history record.
-			"group_version": num(c.Event.Version),
-		}}})
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
+			Item: MemberItem(m.GroupKey, m.Username, m.UserID, rev+1, c.Event.Version, FormatTime(c.Event.OccurredAt))}})
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey)), "group_key": str(m.GroupKey), "added_at": at,
 		}}})
@@ -378,37 +335,13 @@ func (s *CommandStore) explain(ctx context.Context, c commands.Change, tce *type
 }
 
 func (s *CommandStore) configItem(c commands.Change) (map[string]types.AttributeValue, error) {
-	var v any
 	switch {
 	case c.User != nil:
-		u := c.User.State
-		it := userItem{
-			ID: UserID(u.Username), SK: SKConfig, Type: "user", UserID: u.ID, Username: u.Username,
-			Email: u.Email, FirstName: u.FirstName, LastName: u.LastName, IsActive: u.IsActive,
-			Attributes: u.Attributes, Password: c.User.PasswordCiphertext, Version: u.Version,
-			CreatedAt: FormatTime(u.CreatedAt), UpdatedAt: FormatTime(u.UpdatedAt), Deleted: u.Deleted,
-			DeletedMembershipRev: u.DeletedMembershipRev, CleanupPending: c.User.CleanupPending, SSOType: "keycloak",
-		}
-		if u.Deleted {
-			it.IsActive = false
-		}
-		v = it
+		return UserConfigItem(c.User.State, c.User.PasswordCiphertext, c.User.CleanupPending)
 	case c.Group != nil:
-		g := c.Group.State
-		v = groupItem{
-			ID: GroupID(g.Key), SK: SKConfig, Type: "group", GroupID: g.ID, Key: g.Key, Name: g.Name,
-			Description: g.Description, Attributes: g.Attributes, Version: g.Version,
-			CreatedAt: FormatTime(g.CreatedAt), UpdatedAt: FormatTime(g.UpdatedAt), Deleted: g.Deleted,
-			LastDeletedVersion: g.LastDeletedVersion, CleanupPending: c.Group.CleanupPending, SSOType: "keycloak",
-		}
-	default:
-		return nil, errors.New("change has neither user nor group state")
+		return GroupConfigItem(c.Group.State, c.Group.CleanupPending)
 	}
-	item, err := attributevalue.MarshalMap(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode config of %s: %w", c.Event.Key, err)
-	}
-	return item, nil
+	return nil, errors.New("change has neither user nor group state")
 }
 
 // RemoveMembersAfter deletes memberships left over by a delete, then clears the cleanup

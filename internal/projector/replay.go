@@ -515,8 +515,8 @@ func (r *Replayer) split(items []map[string]types.AttributeValue) ([]events.Enve
 			history = append(history, e)
 			keys[keyOf(it)] = true
 		case sk == dynamo.SKConfig || dynamo.IsMemberSK(sk):
-			var s stateItem
-			if err := attributevalue.UnmarshalMap(it, &s); err != nil {
+			s, err := dynamo.DecodeStateItem(it)
+			if err != nil {
 				return nil, nil, nil, fmt.Errorf("decode state item %s/%s: %w", dynamo.StringAttr(it, "id"), sk, err)
 			}
 			states = append(states, s)
@@ -525,45 +525,12 @@ func (r *Replayer) split(items []map[string]types.AttributeValue) ([]events.Enve
 	return history, keys, states, nil
 }
 
-// stateItem is a `config` or `member#` item of the command table, as far as a replay needs.
-type stateItem struct {
-	ID            string              `dynamodbav:"id"`
-	SK            string              `dynamodbav:"sk"`
-	Type          string              `dynamodbav:"type"`
-	UserID        string              `dynamodbav:"user_id"`
-	GroupID       string              `dynamodbav:"group_id"`
-	Username      string              `dynamodbav:"username"`
-	Key           string              `dynamodbav:"key"`
-	Name          string              `dynamodbav:"name"`
-	Email         string              `dynamodbav:"email"`
-	FirstName     string              `dynamodbav:"first_name"`
-	LastName      string              `dynamodbav:"last_name"`
-	Description   string              `dynamodbav:"description"`
-	IsActive      bool                `dynamodbav:"is_active"`
-	Attributes    map[string][]string `dynamodbav:"attributes"`
-	Version       int64               `dynamodbav:"version"`
-	CreatedAt     string              `dynamodbav:"created_at"`
-	UpdatedAt     string              `dynamodbav:"updated_at"`
-	Deleted       bool                `dynamodbav:"deleted"`
-	DeletedRev    int64               `dynamodbav:"deleted_membership_rev"`
-	LastDeleted   int64               `dynamodbav:"last_deleted_version"`
-	MemberID      string              `dynamodbav:"member_id"`
-	MembershipRev int64               `dynamodbav:"membership_rev"`
-	GroupVersion  int64               `dynamodbav:"group_version"`
-	AddedAt       string              `dynamodbav:"added_at"`
-}
+// stateItem is a `config` or `member#` item of the command table (dynamo's codec).
+type stateItem = dynamo.StateItem
 
-// historyVersion is the version whose history record carries this state item.
-func (s stateItem) historyVersion() int64 {
-	if dynamo.IsMemberSK(s.SK) {
-		return s.GroupVersion
-	}
-	return s.Version
-}
-
-// historyKey is the key of that history record, as keyOf writes it.
-func (s stateItem) historyKey() string {
-	return s.ID + "\x00" + dynamo.HistorySK(s.historyVersion())
+// historyKey is the key of the history record that carries s, as keyOf writes it.
+func historyKey(s stateItem) string {
+	return s.ID + "\x00" + dynamo.HistorySK(s.HistoryVersion())
 }
 
 var stateFilter = dynamodb.ScanInput{
@@ -576,7 +543,7 @@ var stateFilter = dynamodb.ScanInput{
 func (r *Replayer) missingHistory(ctx context.Context, table string, states []stateItem, inPage map[string]bool) ([]stateItem, error) {
 	var lookup []stateItem
 	for _, s := range states {
-		if s.historyVersion() >= 1 && !inPage[s.historyKey()] {
+		if s.HistoryVersion() >= 1 && !inPage[historyKey(s)] {
 			lookup = append(lookup, s)
 		}
 	}
@@ -585,12 +552,12 @@ func (r *Replayer) missingHistory(ctx context.Context, table string, states []st
 		keys := make([]map[string]types.AttributeValue, 0, len(chunk))
 		seen := map[string]bool{}
 		for _, s := range chunk {
-			if seen[s.historyKey()] {
+			if seen[historyKey(s)] {
 				continue
 			}
-			seen[s.historyKey()] = true
+			seen[historyKey(s)] = true
 			keys = append(keys, map[string]types.AttributeValue{
-				"id": &types.AttributeValueMemberS{Value: s.ID}, "sk": &types.AttributeValueMemberS{Value: dynamo.HistorySK(s.historyVersion())},
+				"id": &types.AttributeValueMemberS{Value: s.ID}, "sk": &types.AttributeValueMemberS{Value: dynamo.HistorySK(s.HistoryVersion())},
 			})
 		}
 		items, err := r.batchGetKeys(ctx, table, keys, "id, sk")
@@ -602,7 +569,7 @@ func (r *Replayer) missingHistory(ctx context.Context, table string, states []st
 			found[keyOf(it)] = true
 		}
 		for _, s := range chunk {
-			if !found[s.historyKey()] {
+			if !found[historyKey(s)] {
 				missing = append(missing, s)
 			}
 		}
@@ -619,7 +586,7 @@ func parse(s string) time.Time {
 func (r *Replayer) synthesize(ctx context.Context, row dynamo.Tenant, s stateItem, groups *sync.Map) (events.Envelope, error) {
 	env := events.Envelope{
 		EventID: "state:" + s.ID + ":" + s.SK, SchemaVersion: events.SchemaVersion, Actor: "replay",
-		Version: s.historyVersion(), OccurredAt: parse(s.UpdatedAt),
+		Version: s.HistoryVersion(), OccurredAt: parse(s.UpdatedAt),
 	}
 	switch {
 	case dynamo.IsMemberSK(s.SK):
@@ -668,8 +635,8 @@ func (r *Replayer) groupState(ctx context.Context, row dynamo.Tenant, id string,
 	if err != nil {
 		return events.Group{}, fmt.Errorf("read group %s: %w", id, err)
 	}
-	var s stateItem
-	if err := attributevalue.UnmarshalMap(out.Item, &s); err != nil {
+	s, err := dynamo.DecodeStateItem(out.Item)
+	if err != nil {
 		return events.Group{}, fmt.Errorf("decode group %s: %w", id, err)
 	}
 	g := groupOf(s)

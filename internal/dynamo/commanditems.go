@@ -1,0 +1,151 @@
+package dynamo
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// The command table's state items (docs/storage.md), written by the CommandStore, by the
+// bench's raw baseline and seeding, and read back by a replay: one codec for all of them.
+
+type userItem struct {
+	ID                   string              `dynamodbav:"id"`
+	SK                   string              `dynamodbav:"sk"`
+	Type                 string              `dynamodbav:"type"`
+	UserID               string              `dynamodbav:"user_id,omitempty"`
+	Username             string              `dynamodbav:"username"`
+	Email                string              `dynamodbav:"email,omitempty"`
+	FirstName            string              `dynamodbav:"first_name,omitempty"`
+	LastName             string              `dynamodbav:"last_name,omitempty"`
+	IsActive             bool                `dynamodbav:"is_active"`
+	Attributes           map[string][]string `dynamodbav:"attributes,omitempty"`
+	Password             string              `dynamodbav:"password,omitempty"`
+	Version              int64               `dynamodbav:"version"`
+	CreatedAt            string              `dynamodbav:"created_at"`
+	UpdatedAt            string              `dynamodbav:"updated_at"`
+	Deleted              bool                `dynamodbav:"deleted"`
+	DeletedMembershipRev int64               `dynamodbav:"deleted_membership_rev"`
+	CleanupPending       bool                `dynamodbav:"cleanup_pending,omitempty"`
+	SSOType              string              `dynamodbav:"sso_type"`
+}
+
+type groupItem struct {
+	ID                 string              `dynamodbav:"id"`
+	SK                 string              `dynamodbav:"sk"`
+	Type               string              `dynamodbav:"type"`
+	GroupID            string              `dynamodbav:"group_id,omitempty"`
+	Key                string              `dynamodbav:"key"`
+	Name               string              `dynamodbav:"name"`
+	Description        string              `dynamodbav:"description,omitempty"`
+	Attributes         map[string][]string `dynamodbav:"attributes,omitempty"`
+	Version            int64               `dynamodbav:"version"`
+	CreatedAt          string              `dynamodbav:"created_at"`
+	UpdatedAt          string              `dynamodbav:"updated_at"`
+	Deleted            bool                `dynamodbav:"deleted"`
+	LastDeletedVersion int64               `dynamodbav:"last_deleted_version"`
+	CleanupPending     bool                `dynamodbav:"cleanup_pending,omitempty"`
+	SSOType            string              `dynamodbav:"sso_type"`
+}
+
+// UserConfigItem is a user's `config` item: its state, the ciphertext of a password in
+// flight to Keycloak ("" for none), and whether a delete's clean-up is pending.
+func UserConfigItem(u events.User, passwordCiphertext string, cleanupPending bool) (map[string]types.AttributeValue, error) {
+	it := userItem{
+		ID: UserID(u.Username), SK: SKConfig, Type: "user", UserID: u.ID, Username: u.Username,
+		Email: u.Email, FirstName: u.FirstName, LastName: u.LastName, IsActive: u.IsActive && !u.Deleted,
+		Attributes: u.Attributes, Password: passwordCiphertext, Version: u.Version,
+		CreatedAt: FormatTime(u.CreatedAt), UpdatedAt: FormatTime(u.UpdatedAt), Deleted: u.Deleted,
+		DeletedMembershipRev: u.DeletedMembershipRev, CleanupPending: cleanupPending, SSOType: "keycloak",
+	}
+	item, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("encode config of user %s: %w", u.Username, err)
+	}
+	return item, nil
+}
+
+// GroupConfigItem is a group's `config` item: its state, and whether a delete's clean-up
+// is pending.
+func GroupConfigItem(g events.Group, cleanupPending bool) (map[string]types.AttributeValue, error) {
+	it := groupItem{
+		ID: GroupID(g.Key), SK: SKConfig, Type: "group", GroupID: g.ID, Key: g.Key, Name: g.Name,
+		Description: g.Description, Attributes: g.Attributes, Version: g.Version,
+		CreatedAt: FormatTime(g.CreatedAt), UpdatedAt: FormatTime(g.UpdatedAt), Deleted: g.Deleted,
+		LastDeletedVersion: g.LastDeletedVersion, CleanupPending: cleanupPending, SSOType: "keycloak",
+	}
+	item, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("encode config of group %s: %w", g.Key, err)
+	}
+	return item, nil
+}
+
+// EmailGuardKey is the key of the item that claims an email address for one user.
+func EmailGuardKey(email string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": str("email#" + email), "sk": str("guard")}
+}
+
+// EmailGuardItem claims email for username.
+func EmailGuardItem(email, username string) map[string]types.AttributeValue {
+	it := EmailGuardKey(email)
+	it["username"] = str(username)
+	return it
+}
+
+// MemberItem is a membership in its group's partition: membershipRev is the group's
+// membership revision after the addition, groupVersion the group version of the addition
+// (which lets a replay find its history record).
+func MemberItem(groupKey, username, userID string, membershipRev, groupVersion int64, addedAt string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"id": str(GroupID(groupKey)), "sk": str(MemberSK(username)), "member_id": str(username),
+		"user_id": str(userID), "added_at": str(addedAt), "membership_rev": num(membershipRev),
+		"group_version": num(groupVersion),
+	}
+}
+
+// StateItem is a `config` or `member#` item of the command table as a replay reads it.
+type StateItem struct {
+	ID            string              `dynamodbav:"id"`
+	SK            string              `dynamodbav:"sk"`
+	Type          string              `dynamodbav:"type"`
+	UserID        string              `dynamodbav:"user_id"`
+	GroupID       string              `dynamodbav:"group_id"`
+	Username      string              `dynamodbav:"username"`
+	Key           string              `dynamodbav:"key"`
+	Name          string              `dynamodbav:"name"`
+	Email         string              `dynamodbav:"email"`
+	FirstName     string              `dynamodbav:"first_name"`
+	LastName      string              `dynamodbav:"last_name"`
+	Description   string              `dynamodbav:"description"`
+	IsActive      bool                `dynamodbav:"is_active"`
+	Attributes    map[string][]string `dynamodbav:"attributes"`
+	Version       int64               `dynamodbav:"version"`
+	CreatedAt     string              `dynamodbav:"created_at"`
+	UpdatedAt     string              `dynamodbav:"updated_at"`
+	Deleted       bool                `dynamodbav:"deleted"`
+	DeletedRev    int64               `dynamodbav:"deleted_membership_rev"`
+	LastDeleted   int64               `dynamodbav:"last_deleted_version"`
+	MemberID      string              `dynamodbav:"member_id"`
+	MembershipRev int64               `dynamodbav:"membership_rev"`
+	GroupVersion  int64               `dynamodbav:"group_version"`
+	AddedAt       string              `dynamodbav:"added_at"`
+}
+
+// DecodeStateItem reads a `config` or `member#` item.
+func DecodeStateItem(item map[string]types.AttributeValue) (StateItem, error) {
+	var s StateItem
+	err := attributevalue.UnmarshalMap(item, &s)
+	return s, err
+}
+
+// HistoryVersion is the version whose history record carries this state item.
+func (s StateItem) HistoryVersion() int64 {
+	if IsMemberSK(s.SK) {
+		return s.GroupVersion
+	}
+	return s.Version
+}
