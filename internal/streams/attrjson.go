@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
@@ -200,60 +201,12 @@ func wrapTag(tag string, err error) error {
 
 // fromStreamAttrMap converts the Streams SDK's attribute values to the DynamoDB SDK's, so
 // that handlers work with one type everywhere (attributevalue.UnmarshalMap takes the
-// latter). The two packages declare identical but distinct types.
+// latter), with the SDK's own converter. The one difference kept: an absent image (a
+// record without NewImage or OldImage) stays nil, where the SDK's would be an empty map
+// and read as an item without attributes.
 func fromStreamAttrMap(m map[string]stypes.AttributeValue) (map[string]types.AttributeValue, error) {
 	if m == nil {
 		return nil, nil
 	}
-	out := make(map[string]types.AttributeValue, len(m))
-	for k, v := range m {
-		av, err := fromStreamAttr(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %q: %w", k, err)
-		}
-		out[k] = av
-	}
-	return out, nil
-}
-
-func fromStreamAttr(av stypes.AttributeValue) (types.AttributeValue, error) {
-	switch v := av.(type) {
-	case *stypes.AttributeValueMemberS:
-		return &types.AttributeValueMemberS{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberN:
-		return &types.AttributeValueMemberN{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberB:
-		return &types.AttributeValueMemberB{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberBOOL:
-		return &types.AttributeValueMemberBOOL{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberNULL:
-		return &types.AttributeValueMemberNULL{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberM:
-		m, err := fromStreamAttrMap(v.Value)
-		if err != nil {
-			return nil, err
-		}
-		if m == nil {
-			m = map[string]types.AttributeValue{}
-		}
-		return &types.AttributeValueMemberM{Value: m}, nil
-	case *stypes.AttributeValueMemberL:
-		l := make([]types.AttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			av, err := fromStreamAttr(e)
-			if err != nil {
-				return nil, fmt.Errorf("index %d: %w", i, err)
-			}
-			l[i] = av
-		}
-		return &types.AttributeValueMemberL{Value: l}, nil
-	case *stypes.AttributeValueMemberSS:
-		return &types.AttributeValueMemberSS{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberNS:
-		return &types.AttributeValueMemberNS{Value: v.Value}, nil
-	case *stypes.AttributeValueMemberBS:
-		return &types.AttributeValueMemberBS{Value: v.Value}, nil
-	default:
-		return nil, fmt.Errorf("unsupported stream attribute value type %T", av)
-	}
+	return attributevalue.FromDynamoDBStreamsMap(m)
 }
