@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1012,54 +1011,26 @@ func (s *Subscriber) balance(ctx context.Context, reload bool) {
 		}
 	}
 
-	// Which shards may be read now: unfinished, of a followed stream, with the parent
-	// finished (or gone from both the stream and the lease table).
-	var eligible []leaseRow
-	for arn, st := range s.streams {
-		if st.removed || st.listed == nil {
-			continue
-		}
-		for _, r := range byStream[arn] {
-			if r.finished() || !parentDone(r, byStream[arn], st.listed) {
-				continue
-			}
-			eligible = append(eligible, r)
-		}
-	}
-	liveOwners := len(aliveSet)
-	counts := map[string]int{}
-	for _, r := range eligible {
-		if r.Owner != "" && r.Owner != me && alive(r.Owner) {
-			counts[r.Owner]++
-		}
-	}
 	for key, at := range s.handoverRequested {
 		if r, ok := s.rows[key]; !ok || r.Owner == me || now.Sub(at) > 2*s.cfg.LeaseDuration {
 			delete(s.handoverRequested, key)
 		}
 	}
-	held := len(s.handoverRequested)
-	for _, w := range s.workers {
+	view := leaseView{me: me, byStream: byStream, listed: map[string]map[string]string{}, alive: aliveSet,
+		running: make(map[string]bool, len(s.workers)), held: len(s.handoverRequested)}
+	for arn, st := range s.streams {
+		if !st.removed && st.listed != nil {
+			view.listed[arn] = st.listed
+		}
+	}
+	for key, w := range s.workers {
+		view.running[key] = true
 		if !w.isStopping() {
-			held++
+			view.held++
 		}
 	}
-	fair := (len(eligible) + liveOwners - 1) / liveOwners
-
-	var mine, free, dead []leaseRow
-	for _, r := range eligible {
-		if _, busy := s.workers[r.key()]; busy {
-			continue
-		}
-		switch {
-		case r.Owner == me: // ours, but not running: our acquire's answer was lost
-			mine = append(mine, r)
-		case r.Owner == "":
-			free = append(free, r)
-		case !alive(r.Owner):
-			dead = append(dead, r)
-		}
-	}
+	plan := planLeases(view)
+	eligible, counts, fair, held := plan.eligible, plan.counts, plan.fair, view.held
 	s.mu.Unlock()
 
 	if fenced {
@@ -1068,12 +1039,12 @@ func (s *Subscriber) balance(ctx context.Context, reload bool) {
 		s.mu.Unlock()
 		return
 	}
+	free, dead := plan.free, plan.dead // shuffled in place: plan.want takes them in this order
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	rand.Shuffle(len(dead), func(i, j int) { dead[i], dead[j] = dead[j], dead[i] })
 	// Take up to the fair share, several at a time: a process starting among thousands
 	// of streams would otherwise take them one write latency after the other.
-	want := slices.Concat(mine, free, dead)
-	want = want[:min(len(want), max(0, fair-held))]
+	want := plan.want(held)
 	var got, missed atomic.Int64
 	var g errgroup.Group
 	g.SetLimit(acquireConcurrency)
