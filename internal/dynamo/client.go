@@ -21,6 +21,9 @@ type Clients struct {
 	DB      *dynamodb.Client
 	Streams *dynamodbstreams.Client
 	AWS     aws.Config
+	// LocalStreams is true when the Streams endpoint is on this machine (DynamoDB Local),
+	// which has none of AWS's per-shard GetRecords limits.
+	LocalStreams bool
 }
 
 // NewClients builds clients from the SDK's standard configuration (region, credential
@@ -47,7 +50,7 @@ func NewClients(ctx context.Context, dynamoEndpoint, streamsEndpoint string) (*C
 			o.BaseEndpoint = aws.String(streamsEndpoint)
 		}
 	})
-	return &Clients{DB: db, Streams: st, AWS: cfg}, nil
+	return &Clients{DB: db, Streams: st, AWS: cfg, LocalStreams: isLoopback(streamsEndpoint)}, nil
 }
 
 // maxIdleConnsPerHost keeps a connection for every request in flight: the SDK's default

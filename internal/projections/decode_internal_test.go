@@ -126,3 +126,31 @@ func TestDecodersOddShapes(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkDecodeUser compares the hand-written decoder with attributevalue on a typical
+// user item (README, Performance).
+func BenchmarkDecodeUser(b *testing.B) {
+	item, err := marshal(UserView{ID: "user#jdoe", SK: "config", Kind: "user", UserID: "0191b7d4-5c7e-7d1a-9f3e-2a1b3c4d5e6f",
+		Username: "jdoe", Email: "jdoe@example.com", FirstName: "John", LastName: "Doe", IsActive: true,
+		Attributes: map[string][]string{"department": {"sales"}, "phone": {"+1 555 0100"}}, Version: 7,
+		CreatedAt: "2026-11-23T10:00:00.000000000Z", ConfigUpdatedAt: "2026-11-23T11:00:00.000000000Z",
+		UpdatedAt: "2026-11-23T11:00:00.010000000Z", UpdatedSort: "2026-11-23T11:00:00.000000000Z#jdoe",
+		LastNameSort: "doe#jdoe", FirstNameSort: "john#jdoe"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("hand-written", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decodeUser(item); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("attributevalue", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decode[UserView](item, "user"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

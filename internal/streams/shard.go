@@ -856,3 +856,19 @@ func (w *shardWorker) shardGone(ctx context.Context, last string) {
 		}
 	}
 }
+
+// defaultConsumers is Config.Consumers's default: the projector and keycloak-sync.
+const defaultConsumers = 2
+
+// ShardReadRateFor is Config.ShardReadRate for a process whose pause after an empty page
+// is poll: 0 (AWS's default budget) against AWS, and against a local Streams endpoint
+// (DynamoDB Local, which has no per-shard limit) the rate that lets every consumer read a
+// shard once per poll. Without it a busy shard would be read every 400 ms (5 calls per
+// second shared by two consumers) whatever SSO_STREAM_POLL says, and the lag of `make run`
+// and the tests would be that, not the poll.
+func ShardReadRateFor(local bool, poll time.Duration) float64 {
+	if !local || poll <= 0 {
+		return 0
+	}
+	return float64(defaultConsumers) / poll.Seconds()
+}
