@@ -117,6 +117,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
 		PollInterval:   a.cfg.PollInterval,
+		ShardReadRate:  streams.ShardReadRateFor(a.clients.LocalStreams),
 	})
 	if err != nil {
 		return err

@@ -79,3 +79,17 @@ func k(s *result) string {
 	}
 	return "p99_ms"
 }
+
+func TestCPULine(t *testing.T) {
+	got := cpuLine(
+		map[string]float64{"per_s": 100, "cpu_ms_per_op.query-api": 0.25, "cpu_ms_per_op.dynamodb-local": 1.5, "cpu_ms_per_op.ssodir-bench": 0.1},
+		map[string]float64{"per_s": 120, "cpu_ms_per_op.dynamodb-local": 1.25, "cpu_ms_per_op.ssodir-bench": 0.3},
+	)
+	want := "query-api 0.250, dynamodb-local 1.500 → 1.250, ssodir-bench 0.100 → 0.300"
+	if got != want {
+		t.Fatalf("cpuLine = %q, want %q", got, want)
+	}
+	if got := cpuLine(map[string]float64{"per_s": 1}, nil); got != "" {
+		t.Fatalf("cpuLine without CPU figures = %q, want empty", got)
+	}
+}

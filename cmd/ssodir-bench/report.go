@@ -249,6 +249,14 @@ func (r *report) writeTable(w io.Writer) {
 			ratio, tgt, human(sp.Min), human(sp.Max))
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "\nCPU ms per operation (median), ssodir run → raw baseline:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range r.Scenarios {
+		if line := cpuLine(s.Figures, s.Baseline); line != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", s.Name, line)
+		}
+	}
+	tw.Flush()
 	names := slices.Sorted(maps.Keys(r.RSSPeakBytes))
 	var parts []string
 	for _, n := range names {
@@ -257,6 +265,25 @@ func (r *report) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "\npeak RSS: %s\n", strings.Join(parts, ", "))
 	fmt.Fprintf(w, "machine: %d cores, %s, %s, load %.1f → %.1f; scale %s; %d repetitions per figure; %.0f s\n",
 		r.Machine.Cores, r.Machine.CPU, r.Machine.Go, r.Machine.LoadAvg[0], r.Machine.LoadAvg[1], r.Scale, repsOf(r), r.DurationS)
+}
+
+// cpuLine lists each process's CPU per operation in a scenario: the services, then the
+// processes both runs have (DynamoDB Local, the bench) as "figure → baseline".
+func cpuLine(figures, baseline map[string]float64) string {
+	const prefix = "cpu_ms_per_op."
+	var own, shared []string
+	for _, k := range slices.Sorted(maps.Keys(figures)) {
+		name, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		if b, ok := baseline[k]; ok {
+			shared = append(shared, fmt.Sprintf("%s %.3f → %.3f", name, figures[k], b))
+		} else {
+			own = append(own, fmt.Sprintf("%s %.3f", name, figures[k]))
+		}
+	}
+	return strings.Join(append(own, shared...), ", ")
 }
 
 func deref(p *float64) float64 {

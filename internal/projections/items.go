@@ -119,14 +119,14 @@ func (a ActivityView) ChangeSet() (map[string]events.Change, error) {
 }
 
 // DecodeUser decodes a user config item of the read table.
-func DecodeUser(item Item) (UserView, error) { return decode[UserView](item, "user") }
+func DecodeUser(item Item) (UserView, error) { return decodeUser(item) }
 
 // DecodeGroup decodes a group config item of the read table.
-func DecodeGroup(item Item) (GroupView, error) { return decode[GroupView](item, "group") }
+func DecodeGroup(item Item) (GroupView, error) { return decodeGroup(item) }
 
 // DecodeMembership decodes a membership item of the read table.
 func DecodeMembership(item Item) (MembershipView, error) {
-	return decode[MembershipView](item, "membership")
+	return decodeMembership(item)
 }
 
 // DecodeActivity decodes an activity item.

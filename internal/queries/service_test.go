@@ -310,3 +310,53 @@ func TestNewRefusesAShortCursorKey(t *testing.T) {
 		t.Error("a 16-byte cursor key was accepted")
 	}
 }
+
+// The users lists read only userListAttrs; every list item must still be the user a GET
+// answers, every field of it.
+func TestUserListsMatchTheUserRead(t *testing.T) {
+	svc, f := fixture(t, nil, Options{})
+	ctx := t.Context()
+	for i := range 4 {
+		apply(t, f, f.CreateUser(events.User{Username: fmt.Sprintf("lu%d", i), Email: fmt.Sprintf("lu%d@example.com", i),
+			FirstName: fmt.Sprintf("First%d", i), LastName: fmt.Sprintf("Last%d", i), IsActive: true,
+			Attributes: map[string][]string{"dept": {"d" + fmt.Sprint(i)}, "phones": {"1", "2"}}}))
+	}
+	apply(t, f, f.UpdateUser("lu2", func(u *events.User) { u.IsActive = false; u.Attributes = nil }))
+	queries := map[string]UsersQuery{
+		"by update time": {Page: PageRequest{Limit: 2}},
+		"by email":       {Email: "LU1@example.com"},
+		"by last name":   {LastNamePrefix: "last"},
+		"by first name":  {FirstNamePrefix: "first", Page: PageRequest{Limit: 3}},
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			seen := 0
+			for {
+				page, err := svc.Users(ctx, "acme", "eu", q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, got := range page.Items {
+					want, err := svc.User(ctx, "acme", "eu", got.Username, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+						t.Errorf("list item %+v, GET %+v", got, want)
+					}
+					if got.Email == "" || got.FirstName == "" || got.ID == "" || got.CreatedAt == "" || got.UpdatedAt == "" {
+						t.Errorf("list item %+v lacks a field", got)
+					}
+					seen++
+				}
+				if page.NextCursor == nil {
+					break
+				}
+				q.Page.Cursor = *page.NextCursor
+			}
+			if want := map[bool]int{true: 1, false: 4}[q.Email != ""]; seen != want {
+				t.Errorf("%d users listed, want %d", seen, want)
+			}
+		})
+	}
+}

@@ -148,7 +148,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.LeaseDuration, 10*time.Second)
 	setDefault(&c.PollInterval, 500*time.Millisecond)
 	setDefault(&c.IdlePollMax, max(time.Second, c.PollInterval))
-	setDefault(&c.Consumers, 2)
+	setDefault(&c.Consumers, defaultConsumers)
 	setDefault(&c.ShardReadRate, 5)
 	setDefault(&c.DescribeStreamRate, 10)
 	setDefault(&c.ListStreamsRate, 5)

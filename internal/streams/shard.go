@@ -856,3 +856,24 @@ func (w *shardWorker) shardGone(ctx context.Context, last string) {
 		}
 	}
 }
+
+// defaultConsumers is Config.Consumers's default: the projector and keycloak-sync.
+const defaultConsumers = 2
+
+// localReadInterval is the least time between two GetRecords calls of a busy shard against
+// a Streams endpoint on this machine: DynamoDB Local has no per-shard limit, so a shard
+// whose pages bring records is read again at once, and only an empty page pauses (for
+// PollInterval).
+const localReadInterval = time.Millisecond
+
+// ShardReadRateFor is Config.ShardReadRate for a process against AWS (local false: 0, AWS's
+// default budget) or against a Streams endpoint on this machine (local true: a busy shard
+// is read again without pause, see localReadInterval). Without it a busy shard of DynamoDB
+// Local would be read every 400 ms (5 calls per second shared by two consumers) whatever
+// SSO_STREAM_POLL says, and the lag of `make run` and the tests would be that.
+func ShardReadRateFor(local bool) float64 {
+	if !local {
+		return 0
+	}
+	return float64(defaultConsumers) / localReadInterval.Seconds()
+}
