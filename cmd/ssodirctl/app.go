@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ssodir/ssodir/client"
+	"github.com/ssodir/ssodir/internal/config"
 )
 
 // Exit codes, documented in --help.
@@ -76,8 +77,8 @@ type settings struct {
 	oidcClientID         string
 	output               string
 
-	getenv func(string) string
-	io     stdio
+	env config.Env
+	io  stdio
 	// httpClient is for tests; nil means the client's default.
 	httpClient *http.Client
 }
@@ -86,7 +87,7 @@ func (s *settings) client(ctx context.Context) (*client.Client, error) {
 	var ts oauth2.TokenSource
 	switch {
 	case s.oidcTokenURL != "":
-		secret := s.getenv("SSODIR_OIDC_CLIENT_SECRET")
+		secret := s.env.Value("SSODIR_OIDC_CLIENT_SECRET")
 		if s.oidcClientID == "" || secret == "" {
 			return nil, usagef("--oidc-token-url needs --oidc-client-id and SSODIR_OIDC_CLIENT_SECRET")
 		}
@@ -101,8 +102,8 @@ func (s *settings) client(ctx context.Context) (*client.Client, error) {
 			return nil, usagef("token file %s is empty", s.tokenFile)
 		}
 		ts = client.StaticToken(tok)
-	case s.getenv("SSODIR_TOKEN") != "":
-		ts = client.StaticToken(strings.TrimSpace(s.getenv("SSODIR_TOKEN")))
+	case s.env.Value("SSODIR_TOKEN") != "":
+		ts = client.StaticToken(strings.TrimSpace(s.env.Value("SSODIR_TOKEN")))
 	default:
 		return nil, usagef("no token: set SSODIR_TOKEN, or --token-file, or --oidc-token-url with a client id and secret")
 	}
@@ -157,14 +158,14 @@ func newRoot(s *settings) *cobra.Command {
 		SilenceErrors: true,
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&s.commandURL, "command-url", orDefault(s.getenv("SSODIR_COMMAND_URL"), "http://127.0.0.1:8080"), "command API base URL")
-	f.StringVar(&s.queryURL, "query-url", orDefault(s.getenv("SSODIR_QUERY_URL"), "http://127.0.0.1:8081"), "query API base URL")
-	f.StringVarP(&s.system, "system", "s", s.getenv("SSODIR_SYSTEM"), "system of the tenant")
-	f.StringVarP(&s.tenant, "tenant", "t", s.getenv("SSODIR_TENANT"), "tenant to work in")
-	f.StringVar(&s.tokenFile, "token-file", s.getenv("SSODIR_TOKEN_FILE"), "file holding the bearer token (else SSODIR_TOKEN)")
-	f.StringVar(&s.oidcTokenURL, "oidc-token-url", s.getenv("SSODIR_OIDC_TOKEN_URL"), "token endpoint for the client credentials grant")
-	f.StringVar(&s.oidcClientID, "oidc-client-id", s.getenv("SSODIR_OIDC_CLIENT_ID"), "client id for the client credentials grant (secret: SSODIR_OIDC_CLIENT_SECRET)")
-	f.StringVarP(&s.output, "output", "o", orDefault(s.getenv("SSODIR_OUTPUT"), "table"), "output format: table, json or yaml")
+	f.StringVar(&s.commandURL, "command-url", orDefault(s.env.Value("SSODIR_COMMAND_URL"), "http://127.0.0.1:8080"), "command API base URL")
+	f.StringVar(&s.queryURL, "query-url", orDefault(s.env.Value("SSODIR_QUERY_URL"), "http://127.0.0.1:8081"), "query API base URL")
+	f.StringVarP(&s.system, "system", "s", s.env.Value("SSODIR_SYSTEM"), "system of the tenant")
+	f.StringVarP(&s.tenant, "tenant", "t", s.env.Value("SSODIR_TENANT"), "tenant to work in")
+	f.StringVar(&s.tokenFile, "token-file", s.env.Value("SSODIR_TOKEN_FILE"), "file holding the bearer token (else SSODIR_TOKEN)")
+	f.StringVar(&s.oidcTokenURL, "oidc-token-url", s.env.Value("SSODIR_OIDC_TOKEN_URL"), "token endpoint for the client credentials grant")
+	f.StringVar(&s.oidcClientID, "oidc-client-id", s.env.Value("SSODIR_OIDC_CLIENT_ID"), "client id for the client credentials grant (secret: SSODIR_OIDC_CLIENT_SECRET)")
+	f.StringVarP(&s.output, "output", "o", orDefault(s.env.Value("SSODIR_OUTPUT"), "table"), "output format: table, json or yaml")
 	root.SetIn(s.io.in)
 	root.SetOut(s.io.out)
 	root.SetErr(s.io.err)
@@ -174,8 +175,8 @@ func newRoot(s *settings) *cobra.Command {
 }
 
 // run executes one command line and returns the process's exit code.
-func run(ctx context.Context, args []string, io stdio, getenv func(string) string) int {
-	return runWith(ctx, args, &settings{getenv: getenv, io: io})
+func run(ctx context.Context, args []string, io stdio, env config.Env) int {
+	return runWith(ctx, args, &settings{env: env, io: io})
 }
 
 func runWith(ctx context.Context, args []string, s *settings) int {

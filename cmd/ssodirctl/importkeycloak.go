@@ -78,7 +78,7 @@ settings, General, Unmanaged attributes: Enabled), as keycloak-sync needs too.`,
   ssodirctl import keycloak --url https://sso.example.com --realm eu --client-id ssodir`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			secret := s.getenv("SSODIR_KEYCLOAK_CLIENT_SECRET")
+			secret := s.env.Value("SSODIR_KEYCLOAK_CLIENT_SECRET")
 			kcfg := keycloak.ClientConfig{BaseURL: url, Realm: realm, ClientID: clientID, ClientSecret: secret, Concurrency: concurrency}
 			if err := kcfg.Validate(); err != nil {
 				return usagef("%v (the secret comes from SSODIR_KEYCLOAK_CLIENT_SECRET)", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/servicetest"
 )
 
@@ -34,7 +35,7 @@ type ran struct {
 func (c *ctl) run(stdin string, args ...string) ran {
 	c.t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errOut}, func(k string) string { return c.env[k] })
+	code := run(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errOut}, config.Map(c.env))
 	return ran{code: code, out: out.String(), errOut: errOut.String()}
 }
 

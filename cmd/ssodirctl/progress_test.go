@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/servicetest"
 )
 
@@ -53,7 +54,7 @@ func importTo(t *testing.T, c *ctl, file string, errOut, reader *os.File) string
 	}()
 	var out bytes.Buffer
 	code := run(context.Background(), []string{"import", "users", file}, stdio{in: strings.NewReader(""), out: &out, err: errOut},
-		func(k string) string { return c.env[k] })
+		config.Map(c.env))
 	errOut.Close()
 	s := <-got
 	if code != 0 || !strings.Contains(out.String(), "users: 3 created") {

@@ -150,7 +150,7 @@ func keycloakFlags(cmd *cobra.Command, kc *client.KeycloakSettings) {
 
 // completeKeycloak adds the secret from the environment and checks the settings.
 func completeKeycloak(s *settings, kc *client.KeycloakSettings) error {
-	kc.ClientSecret = s.getenv("SSODIR_KEYCLOAK_CLIENT_SECRET")
+	kc.ClientSecret = s.env.Value("SSODIR_KEYCLOAK_CLIENT_SECRET")
 	if kc.URL == "" || kc.Realm == "" || kc.ClientID == "" || kc.ClientSecret == "" {
 		return usagef("Keycloak settings need --keycloak-url, --keycloak-realm, --keycloak-client-id and SSODIR_KEYCLOAK_CLIENT_SECRET")
 	}

@@ -23,6 +23,12 @@ type Env func(name string) (string, bool)
 // OS is the process environment.
 func OS() Env { return os.LookupEnv }
 
+// Value is the variable's value, "" when it is not set.
+func (e Env) Value(name string) string {
+	v, _ := e(name)
+	return v
+}
+
 // Map is an environment made of a map, for tests.
 func Map(m map[string]string) Env {
 	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
