@@ -416,6 +416,11 @@ func (r *Replayer) applyPage(ctx context.Context, row dynamo.Tenant, next projec
 		}
 		synthesized = append(synthesized, e)
 	}
+	for _, s := range newer {
+		if e, ok := lastDelete(s); ok {
+			synthesized = append(synthesized, e)
+		}
+	}
 	if err := r.projector.ApplyStates(ctx, next, synthesized); err != nil {
 		return 0, 0, err
 	}
@@ -618,6 +623,35 @@ func (r *Replayer) synthesize(ctx context.Context, row dynamo.Tenant, s stateIte
 	}
 	env.Type = env.Payload.EventType()
 	return env, nil
+}
+
+// lastDelete is the delete of an earlier incarnation of a live aggregate that moved on
+// since the scan, for its cascade alone. Rebuild's unconditional write of the scanned
+// config replaces the tombstone's guard (last_deleted_version, deleted_membership_rev)
+// that a live projector wrote meanwhile, so a membership of the deleted incarnation that
+// the page adds passes the guard; the current state brings the guard back but, not being
+// a delete, no cascade. The cascade tombstones only what the delete covered, and its
+// tombstone upsert is older than the current state, which ApplyStates keeps instead.
+func lastDelete(s stateItem) (events.Envelope, bool) {
+	env := events.Envelope{EventID: "state:" + s.ID + ":last-delete", SchemaVersion: events.SchemaVersion, Actor: "replay",
+		OccurredAt: parse(s.UpdatedAt)}
+	switch {
+	case s.Deleted || dynamo.IsMemberSK(s.SK):
+		return env, false
+	case s.Type == "user" && s.DeletedRev > 0:
+		env.Kind, env.Key, env.Version = events.KindUser, s.Username, s.Version-1
+		env.Payload = &events.UserDeleted{User: events.User{Username: s.Username, Version: s.Version - 1, Deleted: true,
+			DeletedMembershipRev: s.DeletedRev}}
+	case s.Type == "group" && s.LastDeleted > 0:
+		g := groupOf(s)
+		g.Version, g.Deleted = s.LastDeleted, true
+		env.Kind, env.Key, env.Version = events.KindGroup, s.Key, s.LastDeleted
+		env.Payload = &events.GroupDeleted{Group: g}
+	default:
+		return env, false
+	}
+	env.Type = env.Payload.EventType()
+	return env, true
 }
 
 func groupOf(s stateItem) events.Group {
