@@ -197,6 +197,14 @@ type CommandAPI struct {
 	// bodies may hold passwords) cannot be brute-forced offline. Every instance must share
 	// it, so with only a KMS key configured it is required.
 	IdempotencyKey []byte
+	// ProvisionWait is how long POST /tenants waits for a new tenant's tables before it
+	// answers 202 and lets the provisioning finish in the background (SSO_PROVISION_WAIT,
+	// default 5s; 0 answers 202 at once unless the tenant is already active).
+	ProvisionWait time.Duration
+	// ProvisionResume is how often the command API looks for tenants left provisioning
+	// (by a process that stopped mid-way) and finishes them (SSO_PROVISION_RESUME,
+	// default 30s; it also looks once at start).
+	ProvisionResume time.Duration
 }
 
 // LoadCommandAPI reads CommandAPI from env.
@@ -207,6 +215,14 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 	c.IdempotencyKey = r.key("SSO_IDEMPOTENCY_KEY")
 	if c.IdempotencyKey == nil && c.SecretKey == nil && c.KMSKeyID != "" {
 		r.fail("SSO_IDEMPOTENCY_KEY is required when only SSO_KMS_KEY_ID is set (request fingerprints must match on every instance)")
+	}
+	c.ProvisionWait = r.duration("SSO_PROVISION_WAIT", 5*time.Second)
+	if c.ProvisionWait > time.Minute {
+		r.fail("SSO_PROVISION_WAIT: must be at most 1m (a request is not held for minutes)")
+	}
+	c.ProvisionResume = r.duration("SSO_PROVISION_RESUME", 30*time.Second)
+	if c.ProvisionResume < 100*time.Millisecond {
+		r.fail("SSO_PROVISION_RESUME: must be at least 100ms")
 	}
 	return c, r.err()
 }

@@ -123,8 +123,17 @@ func (t *Tenants) markerUpdate() *types.Update {
 // List pages through every tenant row. The Config table holds one small row per tenant,
 // so a Scan here is the discovery mechanism DESIGN.md prescribes, not a list endpoint.
 func (t *Tenants) List(ctx context.Context) ([]Tenant, error) {
+	return t.listWhere(ctx, "", nil, nil)
+}
+
+// listWhere scans the tenant rows, filtered by an expression when one is given.
+func (t *Tenants) listWhere(ctx context.Context, filter string, names map[string]string, values map[string]types.AttributeValue) ([]Tenant, error) {
 	var out []Tenant
-	p := dynamodb.NewScanPaginator(t.db, &dynamodb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)})
+	in := &dynamodb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)}
+	if filter != "" {
+		in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = aws.String(filter), names, values
+	}
+	p := dynamodb.NewScanPaginator(t.db, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
