@@ -159,6 +159,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
 		PollInterval:   a.cfg.PollInterval,
+		IdlePollMax:    a.cfg.IdlePollMax, LeaseScanInterval: a.cfg.LeaseScanInterval, Consumers: a.cfg.Consumers,
 		// A membership can arrive before its user or group exists in Keycloak (they are
 		// other aggregates, synced side by side): give such records minutes, not seconds,
 		// before they become dead letters.

@@ -120,6 +120,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
 		PollInterval:   a.cfg.PollInterval,
+		IdlePollMax:    a.cfg.IdlePollMax, LeaseScanInterval: a.cfg.LeaseScanInterval, Consumers: a.cfg.Consumers,
 	})
 	if err != nil {
 		return err
