@@ -207,7 +207,7 @@ func TestProvisioningLeftByAStoppedProcessIsFinished(t *testing.T) {
 	env := testEnv(t)
 	p := newAccountProxy(t, env["SSO_TABLE_PREFIX"])
 	env["AWS_ENDPOINT_URL_DYNAMODB"] = p.srv.URL
-	env["SSO_PROVISION_WAIT"] = "0s"
+	env["SSO_PROVISION_WAIT"] = "1ms"
 	first := startApp(t, env)
 	id := dynamotest.UniqueName("t")
 

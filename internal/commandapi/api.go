@@ -48,8 +48,8 @@ type Deps struct {
 	// Context bounds the provisionings that go on in the background, and the resumption
 	// of those a stopped process left (nil: context.Background, and no resumption).
 	Context context.Context
-	// ProvisionWait is how long POST /tenants waits for the tables before answering 202;
-	// ProvisionResume how often tenants left provisioning are looked for (0: 30s).
+	// ProvisionWait is how long POST /tenants waits for the tables before answering 202
+	// (0: 5s); ProvisionResume how often tenants left provisioning are looked for (0: 30s).
 	ProvisionWait, ProvisionResume time.Duration
 }
 

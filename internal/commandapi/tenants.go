@@ -94,7 +94,10 @@ type finishing struct {
 	err  error
 }
 
-const defaultProvisionResume = 30 * time.Second
+const (
+	defaultProvisionWait   = 5 * time.Second
+	defaultProvisionResume = 30 * time.Second
+)
 
 // backgroundLimit bounds one background provisioning; the resumption retries after it.
 const backgroundLimit = 10 * time.Minute
@@ -106,6 +109,9 @@ func newProvisioner(d Deps) *provisioner {
 	}
 	if p.log == nil {
 		p.log = zap.NewNop()
+	}
+	if p.wait <= 0 {
+		p.wait = defaultProvisionWait
 	}
 	if p.ctx == nil {
 		p.ctx = context.Background()

@@ -199,7 +199,7 @@ type CommandAPI struct {
 	IdempotencyKey []byte
 	// ProvisionWait is how long POST /tenants waits for a new tenant's tables before it
 	// answers 202 and lets the provisioning finish in the background (SSO_PROVISION_WAIT,
-	// default 5s; 0 answers 202 at once unless the tenant is already active).
+	// default 5s, at most 1m).
 	ProvisionWait time.Duration
 	// ProvisionResume is how often the command API looks for tenants left provisioning
 	// (by a process that stopped mid-way) and finishes them (SSO_PROVISION_RESUME,
@@ -217,8 +217,8 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 		r.fail("SSO_IDEMPOTENCY_KEY is required when only SSO_KMS_KEY_ID is set (request fingerprints must match on every instance)")
 	}
 	c.ProvisionWait = r.duration("SSO_PROVISION_WAIT", 5*time.Second)
-	if c.ProvisionWait > time.Minute {
-		r.fail("SSO_PROVISION_WAIT: must be at most 1m (a request is not held for minutes)")
+	if c.ProvisionWait < time.Millisecond || c.ProvisionWait > time.Minute {
+		r.fail("SSO_PROVISION_WAIT: must be between 1ms and 1m (a request is not held for minutes)")
 	}
 	c.ProvisionResume = r.duration("SSO_PROVISION_RESUME", 30*time.Second)
 	if c.ProvisionResume < 100*time.Millisecond {
