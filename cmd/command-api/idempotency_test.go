@@ -101,6 +101,30 @@ func TestIdempotencyKey(t *testing.T) {
 			want(t, http.StatusCreated)
 	})
 
+	// The key is not looked up before the command runs: its record's condition in the
+	// command's transaction, or the look-up after a failed command, refuses these.
+	t.Run("a key reused for another request that would succeed is refused and has no effect", func(t *testing.T) {
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "reuse-first"}, "Idempotency-Key", "reused-key").want(t, http.StatusCreated)
+		records := historyCount(t, a, base)
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "reuse-second"}, "Idempotency-Key", "reused-key").
+			wantProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		a.do(t, "PATCH", base+"/users/jdoe", map[string]any{"first_name": "Reused"}, "Idempotency-Key", "reused-key").
+			wantProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		a.do(t, "POST", base+"/users/jdoe/activate", nil, "Idempotency-Key", "reused-key").
+			wantProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		if n := historyCount(t, a, base); n != records {
+			t.Errorf("the refused requests recorded %d events", n-records)
+		}
+		// Not created by the refused request: creating it now succeeds.
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "reuse-second"}).want(t, http.StatusCreated)
+	})
+
+	t.Run("a key reused for a request that fails is refused as reused", func(t *testing.T) {
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "reuse-fail"}, "Idempotency-Key", "reused-key-2").want(t, http.StatusCreated)
+		a.do(t, "POST", base+"/users", map[string]any{"username": "jdoe"}, "Idempotency-Key", "reused-key-2").
+			wantProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	})
+
 	t.Run("a key is scoped to the caller", func(t *testing.T) {
 		a.do(t, "POST", base+"/groups", map[string]any{"name": "scoped"}, "Idempotency-Key", "scoped-key").want(t, http.StatusCreated)
 		other := iss.Token(t, map[string]any{"sub": "someone-else", "scope": "directory:write", "sso_tenants": "*"})

@@ -66,7 +66,8 @@ creating a duplicate. Passwords stay in Keycloak: they are never read nor writte
 Conflicts are reported and left alone, never guessed: two realm users with one email, a
 username, email or group name the directory already holds for another object, a name
 ssodir does not accept, an object that carries an ssodir_id this tenant does not hold.
-Subgroups are not imported (ssodir's groups are flat). Objects that already carry their
+Subgroups are not imported (ssodir's groups are flat): a group that has some is
+imported, and its subgroups are reported as a conflict. Objects that already carry their
 ssodir_id are left as they are, so a second run changes nothing; a run that stopped
 midway is resumed by running it again (each write has an Idempotency-Key).
 
@@ -195,6 +196,12 @@ func planKeycloak(ctx context.Context, kc *keycloak.Client, t *client.TenantClie
 			return nil, fmt.Errorf("read the realm's groups: %w", err)
 		}
 		name := "group " + g.Name
+		if n := max(g.SubGroupCount, len(g.SubGroups)); n > 0 {
+			// ssodir's groups are flat, and a flattened name (Staff/Backend) is not one it
+			// accepts nor one keycloak-sync would find again: say so rather than guess.
+			conflict("subgroups of "+name, fmt.Sprintf("%d subgroups not imported: ssodir's groups are flat, and a subgroup's members "+
+				"do not become members of %s; move them to top-level groups in Keycloak, or create them in ssodir", n, g.Name))
+		}
 		var target *kcGroup
 		dirName := g.Name
 		if id := g.SsodirID(); id != "" {

@@ -44,8 +44,8 @@ func TestImportKeycloak(t *testing.T) {
 	asmith := must(kc.CreateUser("eu", keycloaktest.User{Username: "asmith", Email: "asmith@example.com", Enabled: false}))
 	must(kc.CreateUser("eu", keycloaktest.User{Username: "taken", Email: "other@example.com", Enabled: true}))
 	must(kc.CreateUser("eu", keycloaktest.User{Username: "zedcopy", Email: "zed@example.com", Enabled: true}))
-	// (Two realm users with one email, possible in realms that allow duplicate emails, the
-	// double refuses to hold: TestSharedEmails covers them.)
+	// (Two realm users with one email, possible in realms that allow duplicate emails:
+	// TestImportKeycloakRealmWithSharedEmails.)
 	for _, m := range [][2]string{{jdoe, admins}, {jdoe, staff}, {asmith, staff}} {
 		if err := kc.AddMember("eu", m[0], m[1]); err != nil {
 			t.Fatal(err)
@@ -228,5 +228,99 @@ func TestImportKeycloakIntoARealmThatDropsTheMark(t *testing.T) {
 	r := c.run("", "import", "keycloak", "--url", kc.URL(), "--realm", "eu", "--client-id", "ssodir")
 	if r.code != exitFailure || !strings.Contains(r.errOut, "unmanaged attributes") {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+}
+
+// A realm with duplicateEmailsAllowed may hold two users with one email; the directory
+// holds an email once, and which of them should keep it is not the import's to guess:
+// both are reported, neither is created nor marked, and the rest of the realm comes in.
+// Subgroups, which ssodir's flat groups cannot hold, are reported with their parent and
+// left out; the parent is imported with its direct members only.
+func TestImportKeycloakSharedEmailsAndSubgroups(t *testing.T) {
+	c := newCtl(t, servicetest.Start(t))
+	c.ok("tenants", "create", "eu")
+	kc := keycloaktest.NewServer(t, keycloaktest.Config{})
+	kc.AddRealm("eu", "ssodir", "s3cret")
+	if err := kc.AllowDuplicateEmails("eu"); err != nil {
+		t.Fatal(err)
+	}
+	must := func(id string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	staff := must(kc.CreateGroup("eu", keycloaktest.Group{Name: "Staff"}))
+	twin1 := must(kc.CreateUser("eu", keycloaktest.User{Username: "twin1", Email: "Twins@example.com", Enabled: true}))
+	twin2 := must(kc.CreateUser("eu", keycloaktest.User{Username: "twin2", Email: "twins@example.com", Enabled: true}))
+	solo := must(kc.CreateUser("eu", keycloaktest.User{Username: "solo", Email: "solo@example.com", Enabled: true}))
+	backend := must(kc.CreateSubGroup("eu", staff, "Backend"))
+	must(kc.CreateSubGroup("eu", staff, "Frontend"))
+	for _, m := range [][2]string{{twin1, staff}, {solo, staff}, {solo, backend}, {twin2, backend}} {
+		if err := kc.AddMember("eu", m[0], m[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.env["SSODIR_KEYCLOAK_CLIENT_SECRET"] = "s3cret"
+	args := []string{"import", "keycloak", "--url", kc.URL(), "--realm", "eu", "--client-id", "ssodir", "-o", "json"}
+
+	plan := decodeJSON[kcPlanOut](t, c.run("", append(args, "--dry-run")...).out)
+	if !slices.Equal(plan.Groups, []string{"Staff"}) || !slices.Equal(plan.Users, []string{"solo"}) ||
+		!slices.Equal(plan.Memberships, []string{"Staff/solo"}) || len(plan.Conflicts) != 3 {
+		t.Fatalf("plan %+v", plan)
+	}
+
+	check := func(run string, created, unchanged, memberships int) {
+		t.Helper()
+		r := c.run("", args...)
+		if r.code != exitIncomplete {
+			t.Fatalf("%s: exit %d, want 5\n%s%s", run, r.code, r.out, r.errOut)
+		}
+		sum := decodeJSON[importSummary](t, r.out)
+		if sum.Created != created || sum.Unchanged != unchanged || sum.Memberships != memberships || len(sum.Conflicts) != 3 {
+			t.Fatalf("%s: summary %+v", run, sum)
+		}
+		if cf := sum.Conflicts[0]; cf.Name != "subgroups of group Staff" || !strings.Contains(cf.Reason, "2 subgroups not imported") {
+			t.Errorf("%s: conflict 0: %+v, want Staff's 2 subgroups", run, cf)
+		}
+		for i, name := range []string{"user twin1", "user twin2"} {
+			if cf := sum.Conflicts[i+1]; cf.Name != name || !strings.Contains(cf.Reason, "twin1, twin2 share the email twins@example.com") {
+				t.Errorf("%s: conflict %d: %+v, want %s sharing twins@example.com", run, i+1, cf, name)
+			}
+		}
+	}
+	check("import", 2, 0, 1)
+	if u := decodeJSON[client.User](t, c.ok("users", "get", "solo", "--min-version", "1", "-o", "json")); u.Email != "solo@example.com" {
+		t.Fatalf("solo %+v", u)
+	}
+	for _, name := range []string{"twin1", "twin2"} {
+		if r := c.run("", "users", "get", name); r.code == 0 {
+			t.Errorf("%s was created in the directory", name)
+		}
+		if ku, _ := kc.UserByUsername("eu", name); ku.Attributes["ssodir_id"] != nil {
+			t.Errorf("Keycloak %s was marked: %+v", name, ku)
+		}
+	}
+	eventually(t, "solo alone is a member of staff", func() bool {
+		r := c.run("", "groups", "members", "list", "staff", "-o", "json")
+		members := decodeJSON[[]client.User](t, r.out)
+		return r.code == 0 && len(members) == 1 && members[0].Username == "solo"
+	})
+	if gs := decodeJSON[[]client.Group](t, c.ok("groups", "list", "-o", "json")); len(gs) != 1 || gs[0].Name != "Staff" {
+		t.Fatalf("directory groups %+v, want Staff alone", gs)
+	}
+	if kb, _ := kc.GroupByName("eu", "Staff"); kb.Attributes["ssodir_id"] == nil {
+		t.Fatalf("Keycloak Staff was not marked: %+v", kb)
+	}
+	// Once the realm's twins are told apart (an email changed there), a run imports both;
+	// the subgroups stay reported.
+	if err := kc.UpdateUser("eu", twin2, func(u *keycloaktest.User) { u.Email = "twin2@example.com" }); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("", args...)
+	sum := decodeJSON[importSummary](t, r.out)
+	if r.code != exitIncomplete || sum.Created != 2 || sum.Unchanged != 2 || sum.Memberships != 1 || len(sum.Conflicts) != 1 {
+		t.Fatalf("after the realm was fixed: exit %d %+v\n%s", r.code, sum, r.errOut)
 	}
 }

@@ -199,18 +199,10 @@ func (a *api) run(r *request, exec func(ctx context.Context) (outcome, error)) e
 	if err := r.withIdempotency(r.tenant.System, r.tenant.ID); err != nil {
 		return err
 	}
-	if idem := r.meta.Idempotency; idem != nil {
-		rec, err := a.store.LookupIdempotency(ctx, idem.Key)
-		if err != nil {
-			return err
-		}
-		if rec != nil {
-			if !idem.Request.Matches(rec.RequestHash) {
-				return apperr.IdempotencyKeyReused()
-			}
-			return a.replay(r, *rec)
-		}
-	}
+	// A key is not looked up before the command runs: the record is written in the
+	// command's own transaction on the condition that the key is free, so a repeated
+	// request fails there (ReplayError) or, when its command fails first, is recognised by
+	// lostToSameKey. A first request, the common case, costs no extra read.
 	if err := a.provision.ready(ctx, r.tenant); err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ type Group struct {
 	ParentID    string              `json:"parentId,omitempty"`
 	Attributes  map[string][]string `json:"attributes,omitempty"`
 	SubGroups   []Group             `json:"subGroups,omitempty"`
+	// SubGroupCount is how many direct subgroups a listed group has (Keycloak 23+ lists
+	// top-level groups with this count rather than with their subgroups).
+	SubGroupCount int `json:"subGroupCount,omitempty"`
 }
 
 // SsodirID is the group's ssodir_id attribute, empty for groups ssodir does not manage.

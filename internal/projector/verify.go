@@ -194,9 +194,12 @@ func (r *Replayer) verify(ctx context.Context, row dynamo.Tenant, next projectio
 }
 
 // refresh brings failed forward checks up to the log as it is now: a state item read
-// during the rebuild may have changed since (a membership removed by a later delete of
-// its user, say, whose tombstone keeps the membership's version). A check whose item is
-// gone from the log becomes a reverse check: the new table must not have it live.
+// during the rebuild may have gone since (a membership removed by a later delete of its
+// user, say, whose tombstone keeps the membership's version). A check whose item is gone
+// from the log becomes a reverse check: the new table must not have it live. A check whose
+// item is still there keeps its version: versions only grow, so the new table reaches it,
+// whereas raising it to the log's newest version would chase an aggregate that changes
+// faster than the live projector's lag and never converge while commands arrive.
 func (r *Replayer) refresh(ctx context.Context, logTable string, failed []check) ([]check, error) {
 	out := make([]check, 0, len(failed))
 	var forward []check
@@ -212,19 +215,12 @@ func (r *Replayer) refresh(ctx context.Context, logTable string, failed []check)
 		if err != nil {
 			return nil, err
 		}
-		var l checklist
 		for i, c := range chunk {
 			if now[i] == nil {
-				out = append(out, check{id: c.id, sk: c.sk, reverse: true})
-				continue
+				c = check{id: c.id, sk: c.sk, reverse: true}
 			}
-			var s stateItem
-			if err := attributevalue.UnmarshalMap(now[i], &s); err != nil {
-				return nil, fmt.Errorf("decode state item %s/%s: %w", c.id, c.sk, err)
-			}
-			l.addStates([]stateItem{s})
+			out = append(out, c)
 		}
-		out = append(out, l.checks...)
 	}
 	return out, nil
 }

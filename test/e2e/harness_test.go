@@ -142,7 +142,7 @@ func (e *env) start(name string, extra ...string) *service {
 	e.t.Cleanup(func() {
 		s.kill()
 		if e.t.Failed() {
-			e.t.Logf("%s output:\n%s", name, tail(s.output(), 60))
+			e.t.Logf("%s output (request logs left out):\n%s", name, tail(notable(s.output()), 40))
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
@@ -361,6 +361,18 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 }
 
 // tail is the last n lines of s.
+// notable drops the access log's info lines, which would bury what went wrong (and the
+// failure message above them) in the tail of a failed test's output.
+func notable(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		if !strings.Contains(line, `"level":"info"`) || !strings.Contains(line, `"msg":"request"`) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")

@@ -290,7 +290,7 @@ type groupJSON struct {
 }
 
 func groupRep(g *group, brief bool) groupJSON {
-	out := groupJSON{ID: g.id, Name: g.name, Description: g.description, Path: "/" + g.name, SubGroups: []groupJSON{}}
+	out := groupJSON{ID: g.id, Name: g.name, Description: g.description, Path: g.path, SubGroupCount: g.subgroups, SubGroups: []groupJSON{}}
 	if brief {
 		return out
 	}
@@ -457,7 +457,7 @@ func (r *realm) selectUsers(f userFilter) []*user {
 		if u, ok := r.byUsername[f.username]; ok {
 			candidates = []*user{u}
 		}
-	case f.exact && f.email != "":
+	case f.exact && f.email != "" && !r.duplicateEmails:
 		candidates = nil
 		if u, ok := r.byEmail[f.email]; ok {
 			candidates = []*user{u}
@@ -721,6 +721,8 @@ func (s *Server) listGroups(c *call) *apiError {
 	gs := make([]*group, 0, len(c.realm.groups))
 	for _, g := range c.realm.groups {
 		switch {
+		case g.parent != "":
+			continue // the listing holds top-level groups
 		case search != "" && exact && g.name != search:
 			continue
 		case search != "" && !exact && !strings.Contains(strings.ToLower(g.name), strings.ToLower(search)):

@@ -330,3 +330,67 @@ func TestUnmanagedAttributesCanBeDropped(t *testing.T) {
 		t.Fatalf("attributes kept although the realm drops unmanaged ones: %v", u.Attributes)
 	}
 }
+
+func TestDuplicateEmailsWhenTheRealmAllowsThem(t *testing.T) {
+	r := newRaw(t, Config{})
+	if status, _, _ := r.do("POST", "/users", `{"username":"a","email":"twins@example.com"}`); status != 201 {
+		t.Fatalf("create a: %d", status)
+	}
+	if status, _, _ := r.do("POST", "/users", `{"username":"b","email":"Twins@example.com"}`); status != 409 {
+		t.Fatalf("a shared email by default: %d, want 409", status)
+	}
+	if err := r.s.AllowDuplicateEmails(testRealm); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := r.do("POST", "/users", `{"username":"b","email":"Twins@example.com"}`); status != 201 {
+		t.Fatalf("a shared email once allowed: %d %s", status, body)
+	}
+	status, _, body := r.do("GET", "/users?email=twins@example.com&exact=true", "")
+	var items []map[string]any
+	if status != 200 || json.Unmarshal([]byte(body), &items) != nil || len(items) != 2 {
+		t.Fatalf("an exact email search: %d %s, want both users", status, body)
+	}
+	// Deleting one leaves the other findable by its email.
+	a, _ := r.s.UserByUsername(testRealm, "a")
+	if status, _, _ := r.do("DELETE", "/users/"+a.ID, ""); status != 204 {
+		t.Fatalf("delete a: %d", status)
+	}
+	status, _, body = r.do("GET", "/users?email=twins@example.com&exact=true", "")
+	if status != 200 || json.Unmarshal([]byte(body), &items) != nil || len(items) != 1 || items[0]["username"] != "b" {
+		t.Fatalf("after deleting a: %d %s", status, body)
+	}
+}
+
+func TestSubgroupsShowAsTheirParentsCount(t *testing.T) {
+	r := newRaw(t, Config{})
+	staff, err := r.s.CreateGroup(testRealm, Group{Name: "Staff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.s.CreateSubGroup(testRealm, staff, "Backend"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.s.CreateSubGroup(testRealm, staff, "Backend"); err == nil {
+		t.Fatal("a second sibling with one name was accepted")
+	}
+	// A subgroup may share a top-level group's name.
+	if _, err := r.s.CreateGroup(testRealm, Group{Name: "Backend"}); err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := r.do("GET", "/groups?briefRepresentation=false", "")
+	var items []struct {
+		Name          string `json:"name"`
+		Path          string `json:"path"`
+		SubGroupCount int    `json:"subGroupCount"`
+	}
+	if status != 200 || json.Unmarshal([]byte(body), &items) != nil || len(items) != 2 ||
+		items[1].Name != "Staff" || items[1].SubGroupCount != 1 || items[0].SubGroupCount != 0 || items[0].Path != "/Backend" {
+		t.Fatalf("top-level listing: %d %s", status, body)
+	}
+	if status, _, _ := r.do("DELETE", "/groups/"+staff, ""); status != 204 {
+		t.Fatalf("delete Staff: %d", status)
+	}
+	if gs := r.s.Groups(testRealm); len(gs) != 1 || gs[0].Name != "Backend" {
+		t.Fatalf("after deleting Staff its subgroup should be gone and the top-level Backend kept: %+v", gs)
+	}
+}

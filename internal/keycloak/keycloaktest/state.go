@@ -53,6 +53,10 @@ type group struct {
 	id, name, description string
 	attrs                 map[string][]string
 	members               map[string]bool
+	// parent is the id of a subgroup's parent ("" for a top-level group), path its
+	// Keycloak path; subgroups counts a group's direct subgroups.
+	parent, path string
+	subgroups    int
 }
 
 // realm holds one realm's objects with the indexes Keycloak's database would have, so that
@@ -63,6 +67,9 @@ type group struct {
 type realm struct {
 	name, clientID, clientSecret string
 	dropUnmanaged                bool
+	// duplicateEmails is the realm setting duplicateEmailsAllowed: several users may then
+	// share an email, and byEmail only indexes the first of them.
+	duplicateEmails bool
 
 	users       map[string]*user
 	byUsername  map[string]*user
@@ -139,7 +146,7 @@ func (r *realm) checkUnique(u *user, username, email string) *apiError {
 	if other, ok := r.byUsername[username]; ok && other != u {
 		return errorMessage(http.StatusConflict, "User exists with same username")
 	}
-	if email != "" {
+	if email != "" && !r.duplicateEmails {
 		if other, ok := r.byEmail[email]; ok && other != u {
 			return errorMessage(http.StatusConflict, "User exists with same email")
 		}
@@ -175,9 +182,7 @@ func (r *realm) createUser(f userFields, created int64) (*user, *apiError) {
 	}
 	r.users[u.id] = u
 	r.byUsername[username] = u
-	if email != "" {
-		r.byEmail[email] = u
-	}
+	r.indexEmail(u)
 	r.sortedValid = false
 	return u, nil
 }
@@ -224,13 +229,9 @@ func (r *realm) replaceUser(u *user, f userFields) *apiError {
 		r.byUsername[username] = u
 		r.sortedValid = false
 	}
-	if u.email != "" {
-		delete(r.byEmail, u.email)
-	}
+	r.unindexEmail(u)
 	u.email = email
-	if email != "" {
-		r.byEmail[email] = u
-	}
+	r.indexEmail(u)
 	u.firstName = str(f.firstName)
 	u.lastName = str(f.lastName)
 	u.attrs = r.keptAttributes(f.attrs)
@@ -255,7 +256,17 @@ func (r *realm) deleteUser(u *user) {
 	r.sortedValid = false
 	delete(r.users, u.id)
 	delete(r.byUsername, u.username)
-	if u.email != "" {
+	r.unindexEmail(u)
+}
+
+func (r *realm) indexEmail(u *user) {
+	if _, taken := r.byEmail[u.email]; u.email != "" && !taken {
+		r.byEmail[u.email] = u
+	}
+}
+
+func (r *realm) unindexEmail(u *user) {
+	if r.byEmail[u.email] == u {
 		delete(r.byEmail, u.email)
 	}
 }
@@ -277,9 +288,25 @@ func (r *realm) createGroup(f groupFields) (*group, *apiError) {
 		return nil, errorMessage(http.StatusConflict, fmt.Sprintf("Top level group named '%s' already exists.", name))
 	}
 	g := &group{id: uuid.NewString(), name: name, description: str(f.description),
-		attrs: cloneAttrs(f.attrs), members: map[string]bool{}}
+		attrs: cloneAttrs(f.attrs), members: map[string]bool{}, path: "/" + name}
 	r.groups[g.id] = g
 	r.groupByName[name] = g
+	return g, nil
+}
+
+// createSubGroup adds a subgroup to parent (POST /groups/{id}/children in Keycloak).
+// Subgroups are held for what a client of the top-level listing sees of them, its
+// subGroupCount; they are not listed, searched nor renamed.
+func (r *realm) createSubGroup(parent *group, name string) (*group, *apiError) {
+	for _, g := range r.groups {
+		if g.parent == parent.id && g.name == name {
+			return nil, errorMessage(http.StatusConflict, fmt.Sprintf("Sibling group named '%s' already exists.", name))
+		}
+	}
+	g := &group{id: uuid.NewString(), name: name, attrs: map[string][]string{}, members: map[string]bool{},
+		parent: parent.id, path: parent.path + "/" + name}
+	r.groups[g.id] = g
+	parent.subgroups++
 	return g, nil
 }
 
@@ -304,13 +331,24 @@ func (r *realm) replaceGroup(g *group, f groupFields) *apiError {
 }
 
 func (r *realm) deleteGroup(g *group) {
+	// As in Keycloak, a group's subgroups go with it.
+	for _, sub := range r.groups {
+		if sub.parent == g.id {
+			r.deleteGroup(sub)
+		}
+	}
+	if p, ok := r.groups[g.parent]; ok {
+		p.subgroups--
+	}
 	for uid := range g.members {
 		if u, ok := r.users[uid]; ok {
 			delete(u.groups, g.id)
 		}
 	}
 	delete(r.groups, g.id)
-	delete(r.groupByName, g.name)
+	if r.groupByName[g.name] == g {
+		delete(r.groupByName, g.name)
+	}
 }
 
 func cloneAttrs(in map[string][]string) map[string][]string {
@@ -378,6 +416,19 @@ func (s *Server) SetUnmanagedAttributes(realmName string, enabled bool) error {
 		return err
 	}
 	r.dropUnmanaged = !enabled
+	return nil
+}
+
+// AllowDuplicateEmails turns on the realm setting duplicateEmailsAllowed: from then on
+// several users may share an email (a realm cannot go back while they do).
+func (s *Server) AllowDuplicateEmails(realmName string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	r.duplicateEmails = true
 	return nil
 }
 
@@ -533,6 +584,27 @@ func (s *Server) CreateGroup(realmName string, g Group) (string, error) {
 		return "", aerr
 	}
 	return ng.id, nil
+}
+
+// CreateSubGroup adds a subgroup named name to the group parentID and returns its id.
+// The top-level listing shows it only as its parent's subGroupCount; members are added to
+// it with AddMember.
+func (s *Server) CreateSubGroup(realmName, parentID, name string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return "", err
+	}
+	parent, ok := r.groups[parentID]
+	if !ok {
+		return "", fmt.Errorf("keycloaktest: no group %s", parentID)
+	}
+	g, aerr := r.createSubGroup(parent, name)
+	if aerr != nil {
+		return "", aerr
+	}
+	return g.id, nil
 }
 
 // UpdateGroup changes a group behind the client's back (ID and Members are ignored).
