@@ -89,6 +89,9 @@ func testEnv(t testing.TB) map[string]string {
 	env["SSO_TABLE_PREFIX"] = dynamotest.UniqueName("capi")
 	env["SSO_COMMAND_ADDR"] = "127.0.0.1:0"
 	env["SSO_LOG_LEVEL"] = "debug"
+	// Tables are ready at once on DynamoDB Local, but a busy machine may take seconds:
+	// the tests that want 202 set their own wait.
+	env["SSO_PROVISION_WAIT"] = "30s"
 	return env
 }
 

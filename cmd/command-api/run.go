@@ -38,6 +38,9 @@ Environment:
   SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
   SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
   SSO_HISTORY_RETENTION     TTL of config#<version> records (default 0: keep)
+  SSO_PROVISION_WAIT        how long POST /tenants waits for the tables before answering
+                            202 provisioning (default 5s)
+  SSO_PROVISION_RESUME      how often tenants left provisioning are finished (default 30s)
   SSO_CORS_ORIGINS          browser origins allowed to call the API
   SSO_LOG_LEVEL             debug|info|warn|error (default info)
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
@@ -120,6 +123,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		Clock:        time.Now,
 		Fingerprints: fingerprints,
 		Log:          log.Named("commands"),
+		Context:      ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
 	})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)

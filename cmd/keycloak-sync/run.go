@@ -38,7 +38,9 @@ Environment: SSO_TABLE_PREFIX, SSO_KEYCLOAK_SYNC_ADDR (default 127.0.0.1:8083),
 SSO_SECRET_KEY or SSO_KMS_KEY_ID (to open client secrets and passwords),
 SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.2: a
 reconcile refuses to delete more than this share of a realm's managed users),
-SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms), SSO_LOG_LEVEL,
+SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms),
+SSO_STREAM_IDLE_POLL_MAX (default 1s), SSO_STREAM_LEASE_SCAN (default 30s),
+SSO_STREAM_CONSUMERS (default 2), SSO_LOG_LEVEL,
 SSO_CORS_ORIGINS (browser origins, e.g. the web console's, that may read /metrics,
 /healthz, /readyz), AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
@@ -158,6 +160,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		SourceInterval: 2 * time.Second,
 		PollInterval:   a.cfg.PollInterval,
 		ShardReadRate:  streams.ShardReadRateFor(a.clients.LocalStreams),
+		IdlePollMax:    a.cfg.IdlePollMax, LeaseScanInterval: a.cfg.LeaseScanInterval, Consumers: a.cfg.Consumers,
 		// A membership can arrive before its user or group exists in Keycloak (they are
 		// other aggregates, synced side by side): give such records minutes, not seconds,
 		// before they become dead letters.

@@ -29,7 +29,9 @@ const usage = `usage:
 Environment: SSO_TABLE_PREFIX, SSO_PROJECTOR_ADDR (default 127.0.0.1:8082),
 SSO_ACTIVITY_RETENTION (default 2160h; 0 keeps forever), SSO_STREAM_LEASE (default
 10s: how long a silent process keeps its shards), SSO_STREAM_POLL (default 250ms:
-the pause after an empty stream page), SSO_LOG_LEVEL, SSO_CORS_ORIGINS (browser
+the pause after an empty stream page), SSO_STREAM_IDLE_POLL_MAX (default 1s: the
+longest pause on an idle stream), SSO_STREAM_LEASE_SCAN (default 30s), SSO_STREAM_CONSUMERS
+(default 2: consumers sharing the Streams budgets), SSO_LOG_LEVEL, SSO_CORS_ORIGINS (browser
 origins, e.g. the web console's, that may read /metrics, /healthz, /readyz),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
@@ -118,6 +120,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		SourceInterval: 2 * time.Second,
 		PollInterval:   a.cfg.PollInterval,
 		ShardReadRate:  streams.ShardReadRateFor(a.clients.LocalStreams),
+		IdlePollMax:    a.cfg.IdlePollMax, LeaseScanInterval: a.cfg.LeaseScanInterval, Consumers: a.cfg.Consumers,
 	})
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ var scenarios = []scenario{
 	{"replay", benchReplay},
 	{"keycloak", benchKeycloak},
 	{"import", benchImport},
+	{"tenants", benchTenants},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

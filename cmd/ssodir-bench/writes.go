@@ -59,7 +59,9 @@ func apiEnv(ctx context.Context, b *bench, sc scale, provision bool) (*env, *ser
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := e.start(ctx, "command-api")
+	// The scenarios provision through it and want 201: DynamoDB Local makes tables at
+	// once, but a loaded machine may take longer than the default 5 s wait.
+	api, err := e.start(ctx, "command-api", "SSO_PROVISION_WAIT=1m")
 	if err == nil && provision {
 		err = e.provision(ctx, api)
 	}

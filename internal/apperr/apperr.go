@@ -37,6 +37,8 @@ const (
 	CodeEmailTaken           = "email_taken"
 	CodeGroupExists          = "group_exists"
 	CodeTenantExists         = "tenant_exists"
+	CodeTenantNotReady       = "tenant_not_ready"
+	CodeTableQuotaExceeded   = "table_quota_exceeded"
 	CodeVersionMismatch      = "version_mismatch"
 	CodePayloadTooLarge      = "payload_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
@@ -130,6 +132,20 @@ func Forbidden(msg string) *Error {
 func Unavailable(err error, retryAfter time.Duration) *Error {
 	return &Error{Kind: KindUnavailable, Code: CodeUnavailable, Message: "service temporarily unavailable, retry later",
 		RetryAfter: retryAfter, Err: err}
+}
+
+// TableQuotaExceeded is a tenant provisioning refused because the AWS account's table
+// quota (or its limit on concurrent table operations) is reached; a retry may succeed once
+// an operator raised the quota or removed tables.
+func TableQuotaExceeded(err error, retryAfter time.Duration) *Error {
+	return &Error{Kind: KindUnavailable, Code: CodeTableQuotaExceeded,
+		Message: "the account's DynamoDB table quota is reached; nothing was left half-made", RetryAfter: retryAfter, Err: err}
+}
+
+// TenantNotReady is a command on a tenant whose tables are still being made.
+func TenantNotReady() *Error {
+	return &Error{Kind: KindConflict, Code: CodeTenantNotReady,
+		Message: "the tenant is still provisioning; retry once it is active"}
 }
 
 func IdempotencyKeyReused() *Error {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -45,6 +46,12 @@ type Deps struct {
 	Fingerprints *commands.Fingerprinter
 	// Log receives what a command handler cannot return (nil: nothing).
 	Log *zap.Logger
+	// Context bounds the provisionings that go on in the background, and the resumption
+	// of those a stopped process left (nil: context.Background, and no resumption).
+	Context context.Context
+	// ProvisionWait is how long POST /tenants waits for the tables before answering 202
+	// (0: 5s); ProvisionResume how often tenants left provisioning are looked for (0: 30s).
+	ProvisionWait, ProvisionResume time.Duration
 }
 
 type api struct {
@@ -62,7 +69,7 @@ type api struct {
 	deleteGroup    commands.DeleteGroupHandler
 	addMember      commands.AddMemberHandler
 	removeMember   commands.RemoveMemberHandler
-	provision      commands.ProvisionTenantHandler
+	provision      *provisioner
 	updateKeycloak commands.UpdateKeycloakHandler
 }
 
@@ -85,7 +92,7 @@ func Register(e *echo.Echo, d Deps) {
 		deleteGroup:    commands.NewDeleteGroupHandler(cd),
 		addMember:      commands.NewAddMemberHandler(cd),
 		removeMember:   commands.NewRemoveMemberHandler(cd),
-		provision:      commands.NewProvisionTenantHandler(d.Tenants, d.Secrets, d.Clock),
+		provision:      newProvisioner(d),
 		updateKeycloak: commands.NewUpdateKeycloakHandler(d.Tenants, d.Secrets, d.Clock),
 	}
 	admin := httpapi.RequireScope(d.Auth, auth.ScopeTenantsAdmin)
@@ -197,6 +204,9 @@ func (a *api) run(r *request, exec func(ctx context.Context) (outcome, error)) e
 	// command's own transaction on the condition that the key is free, so a repeated
 	// request fails there (ReplayError) or, when its command fails first, is recognised by
 	// lostToSameKey. A first request, the common case, costs no extra read.
+	if err := a.provision.ready(ctx, r.tenant); err != nil {
+		return err
+	}
 	out, err := exec(ctx)
 	var re *commands.ReplayError
 	if errors.As(err, &re) {

@@ -1,11 +1,15 @@
 package commandapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
@@ -35,7 +39,9 @@ type provisionBody struct {
 }
 
 // postTenant provisions a tenant; it is idempotent by nature (200 when it is there with the
-// same settings), so an Idempotency-Key adds nothing and is checked but not recorded.
+// same settings), so an Idempotency-Key adds nothing and is checked but not recorded. The
+// request waits for the tables up to the provision wait: 201 when they are ready by then,
+// else 202 with the tenant provisioning, finished in the background.
 func (a *api) postTenant(c echo.Context) error {
 	if _, _, err := idempotencyKey(c); err != nil {
 		return err
@@ -51,17 +57,181 @@ func (a *api) postTenant(c echo.Context) error {
 	if !httpapi.PrincipalFrom(c).AllowsTenant(system, b.TenantID) {
 		return apperr.Forbidden("the token does not grant access to this tenant")
 	}
-	rec, created, err := a.provision.Handle(c.Request().Context(), commands.ProvisionTenant{System: system, Tenant: b.TenantID, Keycloak: b.Keycloak.settings()})
+	rec, status, err := a.provision.provision(c.Request().Context(), commands.ProvisionTenant{System: system, Tenant: b.TenantID, Keycloak: b.Keycloak.settings()})
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
+	if status != http.StatusOK {
 		c.Response().Header().Set(echo.HeaderLocation, "/v1/systems/"+system+"/tenants/"+rec.ID)
 	}
 	setTenantHeaders(c, rec)
 	return c.JSON(status, toTenantJSON(rec))
+}
+
+// provisioner runs tenant provisionings: the quick part in the request, the wait for the
+// tables in the background, bounded by the process's context. It also finishes, at start
+// and periodically, the provisionings a stopped process left (any command API instance
+// may: finishing is idempotent), and it remembers which tenants are active, so that a
+// command on a tenant still provisioning is answered 409 tenant_not_ready at the cost of
+// one read per tenant and process.
+type provisioner struct {
+	h       commands.ProvisionTenantHandler
+	tenants commands.TenantStore
+	ctx     context.Context
+	wait    time.Duration
+	log     *zap.Logger
+
+	mu sync.Mutex
+	// running are the background provisionings, by tenant; each channel closes when its
+	// provisioning ends, after err is set.
+	running map[string]*finishing
+	// active are the tenants seen active (a tenant never goes back to provisioning).
+	active sync.Map
+}
+
+type finishing struct {
+	done chan struct{}
+	rec  commands.TenantRecord
+	err  error
+}
+
+const (
+	defaultProvisionWait   = 5 * time.Second
+	defaultProvisionResume = 30 * time.Second
+)
+
+// backgroundLimit bounds one background provisioning; the resumption retries after it.
+const backgroundLimit = 10 * time.Minute
+
+func newProvisioner(d Deps) *provisioner {
+	p := &provisioner{
+		h: commands.NewProvisionTenantHandler(d.Tenants, d.Secrets, d.Clock), tenants: d.Tenants,
+		ctx: d.Context, wait: d.ProvisionWait, log: d.Log, running: map[string]*finishing{},
+	}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	if p.wait <= 0 {
+		p.wait = defaultProvisionWait
+	}
+	if p.ctx == nil {
+		p.ctx = context.Background()
+		return p
+	}
+	every := d.ProvisionResume
+	if every <= 0 {
+		every = defaultProvisionResume
+	}
+	go p.resumeEvery(every)
+	return p
+}
+
+func tenantKey(system, tenant string) string { return system + "/" + tenant }
+
+// provision starts the provisioning and waits for it up to the provision wait; status is
+// 200 (there already, active), 201 (tables ready now) or 202 (still provisioning).
+func (p *provisioner) provision(ctx context.Context, cmd commands.ProvisionTenant) (commands.TenantRecord, int, error) {
+	rec, _, err := p.h.Start(ctx, cmd)
+	if err != nil {
+		return rec, 0, err
+	}
+	if rec.Status == commands.TenantActive {
+		p.active.Store(tenantKey(rec.System, rec.ID), struct{}{})
+		return rec, http.StatusOK, nil
+	}
+	f := p.finish(rec)
+	timer := time.NewTimer(p.wait)
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return rec, 0, f.err
+		}
+		return f.rec, http.StatusCreated, nil
+	case <-timer.C:
+		return rec, http.StatusAccepted, nil
+	case <-ctx.Done():
+		return rec, http.StatusAccepted, nil
+	}
+}
+
+// finish runs Finish in the background unless it already runs for this tenant.
+func (p *provisioner) finish(rec commands.TenantRecord) *finishing {
+	key := tenantKey(rec.System, rec.ID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, ok := p.running[key]; ok {
+		return f
+	}
+	f := &finishing{done: make(chan struct{})}
+	p.running[key] = f
+	go func() {
+		ctx, cancel := context.WithTimeout(p.ctx, backgroundLimit)
+		defer cancel()
+		f.rec, f.err = p.h.Finish(ctx, rec)
+		switch {
+		case f.err == nil:
+			p.active.Store(key, struct{}{})
+			p.log.Info("tenant provisioned", zap.String("system", rec.System), zap.String("tenant", rec.ID))
+		case p.ctx.Err() == nil:
+			p.log.Warn("tenant provisioning did not finish; it is resumed later",
+				zap.String("system", rec.System), zap.String("tenant", rec.ID), zap.Error(f.err))
+		}
+		p.mu.Lock()
+		delete(p.running, key)
+		p.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// resumeEvery finishes the tenants left provisioning, at start and every interval.
+func (p *provisioner) resumeEvery(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		p.resume()
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *provisioner) resume() {
+	ctx, cancel := context.WithTimeout(p.ctx, time.Minute)
+	defer cancel()
+	recs, err := p.tenants.ProvisioningTenants(ctx)
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.log.Warn("could not look for tenants left provisioning", zap.Error(err))
+		}
+		return
+	}
+	for _, rec := range recs {
+		p.finish(rec)
+	}
+}
+
+// ready answers a command on a tenant still provisioning with 409 tenant_not_ready. A
+// tenant without a row is left to the command (it answers 404 when there are no tables).
+func (p *provisioner) ready(ctx context.Context, t commands.Tenant) error {
+	key := tenantKey(t.System, t.ID)
+	if _, ok := p.active.Load(key); ok {
+		return nil
+	}
+	rec, err := p.tenants.GetTenant(ctx, t.System, t.ID)
+	switch {
+	case apperr.KindOf(err) == apperr.KindNotFound:
+		return nil
+	case err != nil:
+		return err
+	case rec.Status != commands.TenantActive:
+		return apperr.TenantNotReady()
+	}
+	p.active.Store(key, struct{}{})
+	return nil
 }
 
 func (a *api) putKeycloak(c echo.Context) error {

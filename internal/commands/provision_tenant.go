@@ -39,8 +39,16 @@ type TenantStore interface {
 	// PutTenant writes a row conditioned on the row version it was read at (0: absent);
 	// it returns ErrVersionConflict when it lost a race.
 	PutTenant(ctx context.Context, t TenantRecord, expectedRowVersion int64) error
+	// CreateTables asks for the tenant's tables if missing, without waiting for them;
+	// apperr table_quota_exceeded when the account's table quota is reached.
+	CreateTables(ctx context.Context, system, tenant string) error
 	// EnsureTables creates the tenant's tables if missing and waits until they are ready.
 	EnsureTables(ctx context.Context, system, tenant string) error
+	// DropTenant deletes the tables and the row of a tenant still provisioning; it returns
+	// ErrVersionConflict when the tenant became active meanwhile.
+	DropTenant(ctx context.Context, system, tenant string) error
+	// ProvisioningTenants lists the tenants still provisioning.
+	ProvisioningTenants(ctx context.Context) ([]TenantRecord, error)
 }
 
 // SecretBox encrypts and decrypts secrets bound to a context string.
@@ -73,9 +81,25 @@ const (
 	TenantActive       = "active"
 )
 
-// Handle provisions the tenant; created is false when it already existed with the same
-// settings (an interrupted provisioning is finished either way).
+// Handle provisions the tenant and waits until its tables are ready: Start, then Finish.
+// created is false when it already existed with the same settings (an interrupted
+// provisioning is finished either way).
 func (h ProvisionTenantHandler) Handle(ctx context.Context, cmd ProvisionTenant) (rec TenantRecord, created bool, err error) {
+	rec, created, err = h.Start(ctx, cmd)
+	if err != nil || rec.Status == TenantActive {
+		return rec, created, err
+	}
+	rec, err = h.Finish(ctx, rec)
+	return rec, created, err
+}
+
+// Start decides the provisioning and does its quick part: it writes the tenant row (status
+// provisioning) and asks DynamoDB for the tables, without waiting for them. A tenant already
+// there with the same settings is returned as it is (created false), its tables asked for
+// again when it is still provisioning. When the account's table quota is reached, what was
+// made is removed again and the error is apperr table_quota_exceeded: nothing is left
+// half-made, and a retry starts afresh.
+func (h ProvisionTenantHandler) Start(ctx context.Context, cmd ProvisionTenant) (rec TenantRecord, created bool, err error) {
 	var p problems
 	if !identity.ValidID(cmd.System) {
 		p.Add("system", "must match ^[a-z0-9][a-z0-9-]{0,31}$")
@@ -100,7 +124,9 @@ func (h ProvisionTenantHandler) Handle(ctx context.Context, cmd ProvisionTenant)
 			return rec, false, apperr.Conflict(apperr.CodeTenantExists, "the tenant exists with other settings")
 		}
 		if existing.Status != TenantActive {
-			return h.finish(ctx, existing, false)
+			if err := h.createTables(ctx, existing); err != nil {
+				return rec, false, err
+			}
 		}
 		return existing, false, nil
 	case apperr.KindOf(err) != apperr.KindNotFound:
@@ -116,25 +142,64 @@ func (h ProvisionTenantHandler) Handle(ctx context.Context, cmd ProvisionTenant)
 	if err := h.store.PutTenant(ctx, rec, 0); err != nil {
 		if errors.Is(err, ErrVersionConflict) {
 			// Provisioned concurrently: decide again against what is there now.
-			return h.Handle(ctx, cmd)
+			return h.Start(ctx, cmd)
 		}
 		return rec, false, err
 	}
 	rec.RowVersion = 1
-	return h.finish(ctx, rec, true)
+	if err := h.createTables(ctx, rec); err != nil {
+		return rec, false, err
+	}
+	return rec, true, nil
 }
 
-func (h ProvisionTenantHandler) finish(ctx context.Context, rec TenantRecord, created bool) (TenantRecord, bool, error) {
+// createTables asks for the tenant's tables, undoing the provisioning on a reached quota.
+func (h ProvisionTenantHandler) createTables(ctx context.Context, rec TenantRecord) error {
+	err := h.store.CreateTables(ctx, rec.System, rec.ID)
+	return h.undoOnQuota(ctx, rec, err)
+}
+
+// undoOnQuota removes what a provisioning refused by the table quota made, and returns the
+// quota error; any other err is returned as it is.
+func (h ProvisionTenantHandler) undoOnQuota(ctx context.Context, rec TenantRecord, err error) error {
+	if apperr.CodeOf(err) != apperr.CodeTableQuotaExceeded {
+		return err
+	}
+	if derr := h.store.DropTenant(ctx, rec.System, rec.ID); derr != nil && !errors.Is(derr, ErrVersionConflict) {
+		// The row stays provisioning: a retry, or the command API's resumption, tries again.
+		return errors.Join(err, derr)
+	}
+	return err
+}
+
+// Finish waits until the tenant's tables are ready and marks it active; it is idempotent,
+// so any process may finish a provisioning another one started. A reached table quota
+// undoes the provisioning as Start does.
+func (h ProvisionTenantHandler) Finish(ctx context.Context, rec TenantRecord) (TenantRecord, error) {
 	if err := h.store.EnsureTables(ctx, rec.System, rec.ID); err != nil {
-		return rec, false, err
+		return rec, h.undoOnQuota(ctx, rec, err)
 	}
-	rec.Status = TenantActive
-	rec.UpdatedAt = h.now().UTC().Truncate(time.Millisecond)
-	if err := h.store.PutTenant(ctx, rec, rec.RowVersion); err != nil && !errors.Is(err, ErrVersionConflict) {
-		return rec, false, err
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if rec.Status == TenantActive {
+			return rec, nil
+		}
+		rec.Status = TenantActive
+		rec.UpdatedAt = h.now().UTC().Truncate(time.Millisecond)
+		err := h.store.PutTenant(ctx, rec, rec.RowVersion)
+		if err == nil {
+			rec.RowVersion++
+			return rec, nil
+		}
+		if !errors.Is(err, ErrVersionConflict) {
+			return rec, err
+		}
+		// Changed meanwhile (finished by another process, or its Keycloak settings
+		// replaced): read it again and finish what is there now.
+		if rec, err = h.store.GetTenant(ctx, rec.System, rec.ID); err != nil {
+			return rec, err
+		}
 	}
-	rec.RowVersion++
-	return rec, created, nil
+	return rec, apperr.Unavailable(ErrVersionConflict, time.Second)
 }
 
 // UpdateKeycloak replaces a tenant's Keycloak settings.

@@ -203,6 +203,14 @@ type CommandAPI struct {
 	// bodies may hold passwords) cannot be brute-forced offline. Every instance must share
 	// it, so with only a KMS key configured it is required.
 	IdempotencyKey []byte
+	// ProvisionWait is how long POST /tenants waits for a new tenant's tables before it
+	// answers 202 and lets the provisioning finish in the background (SSO_PROVISION_WAIT,
+	// default 5s, at most 1m).
+	ProvisionWait time.Duration
+	// ProvisionResume is how often the command API looks for tenants left provisioning
+	// (by a process that stopped mid-way) and finishes them (SSO_PROVISION_RESUME,
+	// default 30s; it also looks once at start).
+	ProvisionResume time.Duration
 }
 
 // LoadCommandAPI reads CommandAPI from env.
@@ -213,6 +221,14 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 	c.IdempotencyKey = r.key("SSO_IDEMPOTENCY_KEY")
 	if c.IdempotencyKey == nil && c.SecretKey == nil && c.KMSKeyID != "" {
 		r.fail("SSO_IDEMPOTENCY_KEY is required when only SSO_KMS_KEY_ID is set (request fingerprints must match on every instance)")
+	}
+	c.ProvisionWait = r.duration("SSO_PROVISION_WAIT", 5*time.Second)
+	if c.ProvisionWait < time.Millisecond || c.ProvisionWait > time.Minute {
+		r.fail("SSO_PROVISION_WAIT: must be between 1ms and 1m (a request is not held for minutes)")
+	}
+	c.ProvisionResume = r.duration("SSO_PROVISION_RESUME", 30*time.Second)
+	if c.ProvisionResume < 100*time.Millisecond {
+		r.fail("SSO_PROVISION_RESUME: must be at least 100ms")
 	}
 	return c, r.err()
 }
@@ -262,13 +278,7 @@ type Projector struct {
 	Common
 	Addr              string
 	ActivityRetention time.Duration
-	// LeaseDuration is how long a silent process keeps its stream shards before another
-	// takes them over (SSO_STREAM_LEASE, default 10s).
-	LeaseDuration time.Duration
-	// PollInterval is the pause after an empty stream page (SSO_STREAM_POLL, default
-	// 250ms). AWS allows 5 GetRecords calls per second per shard, shared by all consumers;
-	// a local DynamoDB takes far more, and a short pause means a short lag.
-	PollInterval time.Duration
+	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
 }
@@ -278,21 +288,55 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
-	c.LeaseDuration, c.PollInterval = r.stream()
+	c.Stream = r.stream()
 	return c, r.err()
 }
 
+// Stream is the stream consumer's knobs, shared by the projector and keycloak-sync
+// (docs/many-tenants.md gives the formulas behind the defaults).
+type Stream struct {
+	// LeaseDuration is how long a silent process keeps its stream shards before another
+	// takes them over (SSO_STREAM_LEASE, default 10s).
+	LeaseDuration time.Duration
+	// PollInterval is the pause after an empty stream page (SSO_STREAM_POLL, default
+	// 250ms). AWS allows 5 GetRecords calls per second per shard, shared by all consumers;
+	// a local DynamoDB takes far more, and a short pause means a short lag.
+	PollInterval time.Duration
+	// IdlePollMax is the longest pause between reads of an idle shard, which the pause
+	// after empty pages doubles up to (SSO_STREAM_IDLE_POLL_MAX, default 1s): the delay
+	// before a write to an idle tenant is seen, and its cost (one GetRecords per
+	// IdlePollMax per consumer).
+	IdlePollMax time.Duration
+	// LeaseScanInterval is how often a process reads its consumer's whole lease partition
+	// (SSO_STREAM_LEASE_SCAN, default 30s); in between it reads the heartbeat rows only.
+	LeaseScanInterval time.Duration
+	// Consumers is how many consumer applications read every stream (SSO_STREAM_CONSUMERS,
+	// default 2: the projector and keycloak-sync); each takes 1/Consumers of the Streams
+	// budgets (5 GetRecords/s per shard, 10 DescribeStream/s and 5 ListStreams/s per
+	// account). Every consumer process must be given the same number.
+	Consumers int
+}
+
 // stream reads the stream consumer's knobs shared by the projector and keycloak-sync.
-func (r *reader) stream() (lease, poll time.Duration) {
-	lease = r.duration("SSO_STREAM_LEASE", 10*time.Second)
-	if lease < time.Second {
+func (r *reader) stream() Stream {
+	s := Stream{LeaseDuration: r.duration("SSO_STREAM_LEASE", 10*time.Second)}
+	if s.LeaseDuration < time.Second {
 		r.fail("SSO_STREAM_LEASE: must be at least 1s")
 	}
-	poll = r.duration("SSO_STREAM_POLL", 250*time.Millisecond)
-	if poll < time.Millisecond || poll > time.Minute {
+	s.PollInterval = r.duration("SSO_STREAM_POLL", 250*time.Millisecond)
+	if s.PollInterval < time.Millisecond || s.PollInterval > time.Minute {
 		r.fail("SSO_STREAM_POLL: must be between 1ms and 1m")
 	}
-	return lease, poll
+	s.IdlePollMax = r.duration("SSO_STREAM_IDLE_POLL_MAX", max(time.Second, s.PollInterval))
+	if s.IdlePollMax < s.PollInterval || s.IdlePollMax > 5*time.Minute {
+		r.fail("SSO_STREAM_IDLE_POLL_MAX: must be between SSO_STREAM_POLL and 5m")
+	}
+	s.LeaseScanInterval = r.duration("SSO_STREAM_LEASE_SCAN", 30*time.Second)
+	if s.LeaseScanInterval < time.Second || s.LeaseScanInterval > time.Hour {
+		r.fail("SSO_STREAM_LEASE_SCAN: must be between 1s and 1h")
+	}
+	s.Consumers = r.positive("SSO_STREAM_CONSUMERS", 2)
+	return s
 }
 
 // KeycloakSync is cmd/keycloak-sync's configuration.
@@ -303,8 +347,7 @@ type KeycloakSync struct {
 	// MaxDeleteShare is the safety valve: a reconcile deleting more than this share of a
 	// realm's managed users is refused.
 	MaxDeleteShare float64
-	LeaseDuration  time.Duration
-	PollInterval   time.Duration
+	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
 }
@@ -325,7 +368,7 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 		}
 		c.MaxDeleteShare = f
 	}
-	c.LeaseDuration, c.PollInterval = r.stream()
+	c.Stream = r.stream()
 	return c, r.err()
 }
 

@@ -40,6 +40,10 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
 		{"a bad retention is refused", map[string]string{"SSO_ACTIVITY_RETENTION": "ninety days"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_ACTIVITY_RETENTION"}},
+		{"stream knobs are checked", map[string]string{"SSO_STREAM_POLL": "2s", "SSO_STREAM_IDLE_POLL_MAX": "1s", "SSO_STREAM_LEASE_SCAN": "10ms", "SSO_STREAM_CONSUMERS": "0"},
+			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_STREAM_IDLE_POLL_MAX", "SSO_STREAM_LEASE_SCAN", "SSO_STREAM_CONSUMERS"}},
+		{"provisioning knobs are checked", map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_PROVISION_WAIT": "2m", "SSO_PROVISION_RESUME": "1ms"},
+			func(e Env) error { _, err := LoadCommandAPI(e); return err }, []string{"SSO_PROVISION_WAIT", "SSO_PROVISION_RESUME"}},
 		{"the delete share must be a fraction", map[string]string{"SSO_SECRET_KEY": key32, "SSO_RECONCILE_MAX_DELETE_SHARE": "2"},
 			func(e Env) error { _, err := LoadKeycloakSync(e); return err }, []string{"SSO_RECONCILE_MAX_DELETE_SHARE"}},
 	}
@@ -76,12 +80,23 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.ProvisionWait != 5*time.Second || c.ProvisionResume != 30*time.Second {
+		t.Errorf("provisioning defaults: wait %v, resume %v", c.ProvisionWait, c.ProvisionResume)
+	}
 	if c.Addr != "127.0.0.1:8080" || c.HistoryRetention != 0 || len(c.CORSOrigins) != 2 || c.CORSOrigins[1] != "https://b" || c.IdempotencyKey != nil {
 		t.Errorf("command API defaults: %+v", c)
 	}
 	k, err := LoadKeycloakSync(Map(map[string]string{"SSO_SECRET_KEY": key32, "SSO_CORS_ORIGINS": "http://127.0.0.1:8081"}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := (Stream{LeaseDuration: 10 * time.Second, PollInterval: 250 * time.Millisecond, IdlePollMax: time.Second,
+		LeaseScanInterval: 30 * time.Second, Consumers: 2}); k.Stream != want || p.Stream != want {
+		t.Errorf("stream defaults: keycloak-sync %+v, projector %+v, want %+v", k.Stream, p.Stream, want)
+	}
+	k2, err := LoadKeycloakSync(Map(map[string]string{"SSO_SECRET_KEY": key32, "SSO_STREAM_IDLE_POLL_MAX": "3s", "SSO_STREAM_LEASE_SCAN": "1m", "SSO_STREAM_CONSUMERS": "3"}))
+	if err != nil || k2.IdlePollMax != 3*time.Second || k2.LeaseScanInterval != time.Minute || k2.Consumers != 3 {
+		t.Errorf("stream settings read: %+v %v", k2.Stream, err)
 	}
 	if len(k.CORSOrigins) != 1 || k.CORSOrigins[0] != "http://127.0.0.1:8081" {
 		t.Errorf("keycloak-sync CORS origins: %+v", k.CORSOrigins)

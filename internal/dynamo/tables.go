@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/apperr"
 )
 
 // Index names (docs/storage.md).
@@ -146,15 +148,35 @@ func ActivitiesTable(name string) TableSpec {
 	), TTLAttr: "expires_at"}
 }
 
+// tableQuotaRetryAfter is what a client refused by the table quota is told to wait: the
+// quota does not free itself, but a replay's grace period or an operator may free tables.
+const tableQuotaRetryAfter = time.Minute
+
+// CreateTable asks for the table unless it exists, without waiting for it to be ready.
+// DynamoDB answers a CreateTable beyond the account's table quota, or beyond its limit
+// on concurrent table operations, with LimitExceededException: that is
+// apperr table_quota_exceeded, and not retried (the SDK would count it as throttling).
+func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
+	name := aws.ToString(spec.Input.TableName)
+	_, err := db.CreateTable(ctx, spec.Input, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	var inUse *types.ResourceInUseException
+	var limit *types.LimitExceededException
+	switch {
+	case err == nil || errors.As(err, &inUse):
+		return nil
+	case errors.As(err, &limit):
+		return fmt.Errorf("create table %s: %w", name, apperr.TableQuotaExceeded(err, tableQuotaRetryAfter))
+	}
+	return fmt.Errorf("create table %s: %w", name, translate(err))
+}
+
 // EnsureTable creates the table unless it exists, waits until it is active and enables its
 // TTL. It is idempotent, so an interrupted provisioning can simply run again.
 func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
-	name := aws.ToString(spec.Input.TableName)
-	_, err := db.CreateTable(ctx, spec.Input)
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", name, translate(err))
+	if err := CreateTable(ctx, db, spec); err != nil {
+		return err
 	}
+	name := aws.ToString(spec.Input.TableName)
 	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 200 * time.Millisecond
 		o.MaxDelay = 2 * time.Second
@@ -180,6 +202,24 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 		return fmt.Errorf("enable ttl on %s: %w", name, translate(err))
 	}
 	return nil
+}
+
+// DeleteTableSettled deletes a table, first waiting for it to be ready when it is still
+// being created (DynamoDB refuses to delete a CREATING table with ResourceInUseException).
+// A missing table is not an error.
+func DeleteTableSettled(ctx context.Context, db *dynamodb.Client, name string) error {
+	for {
+		err := DeleteTable(ctx, db, name)
+		var inUse *types.ResourceInUseException
+		if !errors.As(err, &inUse) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delete table %s: %w", name, translate(ctx.Err()))
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // DeleteTable deletes a table; a missing table is not an error.

@@ -53,33 +53,57 @@ type Tenant struct {
 	RowVersion   int64  `dynamodbav:"row_version"`
 }
 
+// ItemGetter is the one call reading a tenant row needs: *dynamodb.Client has it, and so
+// has the query API's narrower client.
+type ItemGetter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// TenantReader reads tenant rows and the tenant-list marker; it is the read half of
+// Tenants, for the processes that only read them.
+type TenantReader struct {
+	get   ItemGetter
+	table string
+}
+
+// NewTenantReader reads the tenant rows of `{p}_Config` through db.
+func NewTenantReader(db ItemGetter, names Names) *TenantReader {
+	return &TenantReader{get: db, table: names.Config()}
+}
+
 // Tenants reads and writes tenant rows.
 type Tenants struct {
+	*TenantReader
 	db    *dynamodb.Client
 	table string
 }
 
 // NewTenants is the tenant store over the `{p}_Config` table.
 func NewTenants(db *dynamodb.Client, names Names) *Tenants {
-	return &Tenants{db: db, table: names.Config()}
+	return &Tenants{TenantReader: NewTenantReader(db, names), db: db, table: names.Config()}
 }
 
 // Get reads a tenant row (strongly consistent); apperr not_found when there is none.
-func (t *Tenants) Get(ctx context.Context, system, tenant string) (Tenant, error) {
-	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+func (t *TenantReader) Get(ctx context.Context, system, tenant string) (Tenant, error) {
+	out, err := t.get.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(t.table),
 		Key:            map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Tenant{}, fmt.Errorf("get tenant %s/%s: %w", system, tenant, translate(err))
+		return Tenant{}, fmt.Errorf("get tenant %s/%s: %w", system, tenant, TranslateRead(err))
 	}
 	if out.Item == nil {
 		return Tenant{}, apperr.NotFound("tenant")
 	}
+	return DecodeTenant(out.Item)
+}
+
+// DecodeTenant is a tenant row as read from `{p}_Config` (a Query's or Scan's item).
+func DecodeTenant(item map[string]types.AttributeValue) (Tenant, error) {
 	var row Tenant
-	if err := attributevalue.UnmarshalMap(out.Item, &row); err != nil {
-		return Tenant{}, fmt.Errorf("decode tenant %s/%s: %w", system, tenant, err)
+	if err := attributevalue.UnmarshalMap(item, &row); err != nil {
+		return Tenant{}, fmt.Errorf("decode tenant row: %w", err)
 	}
 	return row, nil
 }
@@ -97,12 +121,12 @@ func markerKey() map[string]types.AttributeValue {
 }
 
 // ListVersion reads the marker's counter (strongly consistent; 0 before the first change).
-func (t *Tenants) ListVersion(ctx context.Context) (int64, error) {
-	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+func (t *TenantReader) ListVersion(ctx context.Context) (int64, error) {
+	out, err := t.get.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(t.table), Key: markerKey(), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("read tenant list version: %w", translate(err))
+		return 0, fmt.Errorf("read tenant list version: %w", TranslateRead(err))
 	}
 	var v int64
 	if n, ok := out.Item["version"].(*types.AttributeValueMemberN); ok {
@@ -123,8 +147,17 @@ func (t *Tenants) markerUpdate() *types.Update {
 // List pages through every tenant row. The Config table holds one small row per tenant,
 // so a Scan here is the discovery mechanism DESIGN.md prescribes, not a list endpoint.
 func (t *Tenants) List(ctx context.Context) ([]Tenant, error) {
+	return t.listWhere(ctx, "", nil, nil)
+}
+
+// listWhere scans the tenant rows, filtered by an expression when one is given.
+func (t *Tenants) listWhere(ctx context.Context, filter string, names map[string]string, values map[string]types.AttributeValue) ([]Tenant, error) {
 	var out []Tenant
-	p := dynamodb.NewScanPaginator(t.db, &dynamodb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)})
+	in := &dynamodb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)}
+	if filter != "" {
+		in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = aws.String(filter), names, values
+	}
+	p := dynamodb.NewScanPaginator(t.db, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -143,7 +176,9 @@ func (t *Tenants) List(ctx context.Context) ([]Tenant, error) {
 	return out, nil
 }
 
-// Put writes a tenant row, conditioned on the row version it was read at (0: absent).
+// Put writes a tenant row, conditioned on the row version it was read at (0: absent). A
+// new row is a tenant being provisioned, which no reader follows yet; a rewritten row moves
+// the tenant-list marker in the same transaction, so that readers caching rows see it.
 func (t *Tenants) Put(ctx context.Context, row Tenant, expectedRowVersion int64) error {
 	row.RowVersion = expectedRowVersion + 1
 	row.UpdatedAt = FormatTime(time.Now())
@@ -151,16 +186,20 @@ func (t *Tenants) Put(ctx context.Context, row Tenant, expectedRowVersion int64)
 	if err != nil {
 		return fmt.Errorf("encode tenant %s/%s: %w", row.SystemID, row.TenantID, err)
 	}
-	in := &dynamodb.PutItemInput{TableName: aws.String(t.table), Item: item}
 	if expectedRowVersion == 0 {
-		in.ConditionExpression = aws.String("attribute_not_exists(system_id)")
+		_, err = t.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.table), Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(system_id)")})
 	} else {
-		in.ConditionExpression = aws.String("row_version = :v")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(expectedRowVersion)}
+		_, err = t.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(t.table), Item: item, ConditionExpression: aws.String("row_version = :v"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(expectedRowVersion)}}},
+			{Update: t.markerUpdate()},
+		}})
 	}
-	_, err = t.db.PutItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &ccf) || (errors.As(err, &tce) && len(tce.CancellationReasons) > 0 &&
+		aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed") {
 		return ErrStale
 	}
 	if err != nil {

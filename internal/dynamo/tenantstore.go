@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 )
 
@@ -127,19 +128,85 @@ func (s *TenantStore) PutTenant(ctx context.Context, rec commands.TenantRecord, 
 	return nil
 }
 
-// EnsureTables creates the tenant's write table and its first-generation read tables.
-func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) error {
-	specs := []TableSpec{
+func (s *TenantStore) tableSpecs(system, tenant string) []TableSpec {
+	return []TableSpec{
 		CommandsTable(s.names.Commands(system, tenant)),
 		UsersTable(s.names.Users(system, tenant, 0)),
 		ActivitiesTable(s.names.Activities(system, tenant, 0)),
 	}
-	for _, spec := range specs {
+}
+
+// CreateTables asks for the tenant's write table and first-generation read tables without
+// waiting for them; apperr table_quota_exceeded when the account's table quota is reached.
+func (s *TenantStore) CreateTables(ctx context.Context, system, tenant string) error {
+	for _, spec := range s.tableSpecs(system, tenant) {
+		if err := CreateTable(ctx, s.db, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureTables creates the tenant's write table and its first-generation read tables,
+// waits until they are ready, and notes the write table's stream in the tenant row.
+func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) error {
+	for _, spec := range s.tableSpecs(system, tenant) {
 		if err := EnsureTable(ctx, s.db, spec); err != nil {
 			return err
 		}
 	}
 	return s.noteStream(ctx, system, tenant)
+}
+
+// DropTenant undoes a provisioning that cannot finish: it deletes the tenant's tables
+// (waiting out any still being created) and then its row, as long as the row is still
+// provisioning. A tenant that became active meanwhile is left alone (ErrVersionConflict).
+func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) error {
+	row, err := s.tenants.Get(ctx, system, tenant)
+	if apperr.KindOf(err) == apperr.KindNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if row.Status != TenantProvisioning {
+		return commands.ErrVersionConflict
+	}
+	for _, spec := range s.tableSpecs(system, tenant) {
+		if err := DeleteTableSettled(ctx, s.db, aws.ToString(spec.Input.TableName)); err != nil {
+			return err
+		}
+	}
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.names.Config()),
+		Key:                       map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+		ConditionExpression:       aws.String("#st = :p"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(TenantProvisioning)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return commands.ErrVersionConflict
+	}
+	if err != nil {
+		return fmt.Errorf("delete tenant %s/%s: %w", system, tenant, translate(err))
+	}
+	return nil
+}
+
+// ProvisioningTenants lists the tenants whose provisioning has not finished (for the
+// command API to resume what a stopped process left): one Scan of `{p}_Config`, filtered.
+func (s *TenantStore) ProvisioningTenants(ctx context.Context) ([]commands.TenantRecord, error) {
+	rows, err := s.tenants.listWhere(ctx, "#st = :p", map[string]string{"#st": "status"},
+		map[string]types.AttributeValue{":p": str(TenantProvisioning)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]commands.TenantRecord, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, toRecord(r))
+	}
+	return out, nil
 }
 
 // noteStream writes the write table's stream ARN into the tenant row. It leaves the row

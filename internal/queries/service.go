@@ -68,7 +68,7 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 	}
 	s := &Service{
 		db:      db,
-		tenants: newTenantCache(db, names.Config(), opts.TenantTTL),
+		tenants: newTenantCache(db, names, opts.TenantTTL),
 		cursors: cursors{key: append([]byte(nil), cursorKey...)},
 		minWait: wait,
 	}

@@ -3,7 +3,6 @@ package queries
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -45,8 +44,8 @@ func (s *Service) Tenants(ctx context.Context, system string, p PageRequest, all
 	return runList(ctx, s.db, s.cursors, spec, p, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*objects.Tenant, error) {
 		out := make([]*objects.Tenant, len(raw))
 		for i, item := range raw {
-			var row dynamo.Tenant
-			if err := attributevalue.UnmarshalMap(item, &row); err != nil {
+			row, err := dynamo.DecodeTenant(item)
+			if err != nil {
 				return nil, err
 			}
 			if row.SystemID != system || !identity.ValidID(row.TenantID) || (allowed != nil && !allowed(row.SystemID, row.TenantID)) {

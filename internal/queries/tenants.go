@@ -3,14 +3,9 @@ package queries
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/ssodir/ssodir/internal/apperr"
@@ -18,74 +13,152 @@ import (
 )
 
 const (
-	// DefaultTenantTTL is how long a tenant row is reused. A replay switches a tenant's read
-	// tables by rewriting the row; readers follow within this time.
+	// DefaultTenantTTL is the length of a round of the tenant cache: once per round (and
+	// only when there are reads) the tenant-list marker is read, one item whatever the
+	// number of tenants, and every cached row is kept until the marker moves. A tenant
+	// becoming active, its Keycloak settings replaced or its row rewritten move it.
 	DefaultTenantTTL = time.Second
-	// MaxTenantTTL bounds the cache so that a switch is always followed within 2 s.
+	// MaxTenantTTL bounds the round, so that a change is followed within 2 s.
 	MaxTenantTTL = 2 * time.Second
-	// sweepAbove is the cache size above which expired rows are dropped on insert, so that
+	// MaxTenantAge bounds how long a row is trusted without reading it again. It covers
+	// changes the marker does not announce: a replay's start and its switch to the new
+	// tables are written by the projector on the row alone. A row in flux (a replay under
+	// way, or still provisioning) is read again every round, so a switch that follows a
+	// start this process has seen is followed within a round.
+	MaxTenantAge = 30 * time.Second
+	// missTTL is how long an unknown tenant is answered not found without reading again:
+	// briefly, so that a client polling a tenant it just provisioned finds it soon, and a
+	// flood of requests for tenants that do not exist costs one read per tenant per second.
+	missTTL = time.Second
+	// sweepAbove is the cache size above which stale entries are dropped on insert, so that
 	// requests for many tenants cannot grow it without bound.
 	sweepAbove = 1024
 )
 
 type cachedTenant struct {
 	row     dynamo.Tenant
-	expires time.Time
+	found   bool
+	version int64 // the tenant-list version of the round it was read in
+	loaded  time.Time
 }
 
-// tenantCache reads tenant rows from `{p}_Config` and keeps each for a short while.
+// tenantCache keeps tenant rows of `{p}_Config`, read through dynamo.TenantReader, and
+// follows changes through the tenant-list marker: one read per round and process, not one
+// per tenant.
 type tenantCache struct {
-	db    DB
-	table string
-	ttl   time.Duration
-	now   func() time.Time
+	reader *dynamo.TenantReader
+	table  string // `{p}_Config`, which Service.Tenants lists
+	ttl    time.Duration
+	now    func() time.Time
 
-	mu    sync.Mutex
-	rows  map[string]cachedTenant
-	loads singleflight.Group
+	mu        sync.Mutex
+	rows      map[string]cachedTenant
+	version   int64     // the marker's version read at the start of the current round
+	roundEnds time.Time // when the marker is read again
+	loads     singleflight.Group
 }
 
-func newTenantCache(db DB, table string, ttl time.Duration) *tenantCache {
+func newTenantCache(db DB, names dynamo.Names, ttl time.Duration) *tenantCache {
 	if ttl <= 0 {
 		ttl = DefaultTenantTTL
 	}
 	ttl = min(ttl, MaxTenantTTL)
-	return &tenantCache{db: db, table: table, ttl: ttl, now: time.Now, rows: map[string]cachedTenant{}}
+	return &tenantCache{reader: dynamo.NewTenantReader(db, names), table: names.Config(), ttl: ttl, now: time.Now, rows: map[string]cachedTenant{}}
 }
 
-// get is the tenant's row; apperr not_found when there is none. Unknown tenants are not
-// cached: a tenant created a moment ago must be found at once.
-func (c *tenantCache) get(ctx context.Context, system, tenant string) (dynamo.Tenant, error) {
-	id := system + "/" + tenant
+// detached is a context for a read whose result serves other requests too, so that one
+// caller leaving must not fail them.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+}
+
+// listVersion is the marker's version for this round, read when the round is over.
+func (c *tenantCache) listVersion(ctx context.Context) (int64, error) {
 	c.mu.Lock()
-	e, ok := c.rows[id]
-	c.mu.Unlock()
-	if ok && c.now().Before(e.expires) {
-		return e.row, nil
+	if c.now().Before(c.roundEnds) {
+		v := c.version
+		c.mu.Unlock()
+		return v, nil
 	}
-	// Concurrent requests for one tenant share one read.
-	v, err, _ := c.loads.Do(id, func() (any, error) {
-		row, err := c.load(ctx, system, tenant)
+	c.mu.Unlock()
+	v, err, _ := c.loads.Do("\x00round", func() (any, error) {
+		ctx, cancel := detached(ctx)
+		defer cancel()
+		v, err := c.reader.ListVersion(ctx)
 		if err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(c.rows) >= sweepAbove {
-			now := c.now()
-			for k, e := range c.rows {
-				if !now.Before(e.expires) {
-					delete(c.rows, k)
-				}
-			}
-		}
-		c.rows[id] = cachedTenant{row: row, expires: c.now().Add(c.ttl)}
-		return row, nil
+		c.version, c.roundEnds = v, c.now().Add(c.ttl)
+		c.mu.Unlock()
+		return v, nil
 	})
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
+// fresh reports whether a cached entry may answer in the round of version v.
+func (c *tenantCache) fresh(e cachedTenant, v int64, now time.Time) bool {
+	age := now.Sub(e.loaded)
+	switch {
+	case e.version != v || age >= MaxTenantAge:
+		return false
+	case !e.found:
+		return age < missTTL
+	case e.row.Status != dynamo.TenantActive || e.row.NextUsersTable != "":
+		return age < c.ttl
+	}
+	return true
+}
+
+// get is the tenant's row; apperr not_found when there is none.
+func (c *tenantCache) get(ctx context.Context, system, tenant string) (dynamo.Tenant, error) {
+	v, err := c.listVersion(ctx)
 	if err != nil {
 		return dynamo.Tenant{}, err
 	}
-	return v.(dynamo.Tenant), nil
+	id := system + "/" + tenant
+	c.mu.Lock()
+	e, ok := c.rows[id]
+	c.mu.Unlock()
+	if !ok || !c.fresh(e, v, c.now()) {
+		// Concurrent requests for one tenant share one read.
+		got, err, _ := c.loads.Do(id, func() (any, error) {
+			ctx, cancel := detached(ctx)
+			defer cancel()
+			row, err := c.reader.Get(ctx, system, tenant)
+			e := cachedTenant{row: row, found: err == nil, version: v, loaded: c.now()}
+			if err != nil && apperr.KindOf(err) != apperr.KindNotFound {
+				return nil, err
+			}
+			c.store(id, e)
+			return e, nil
+		})
+		if err != nil {
+			return dynamo.Tenant{}, err
+		}
+		e = got.(cachedTenant)
+	}
+	if !e.found {
+		return dynamo.Tenant{}, apperr.NotFound("tenant")
+	}
+	return e.row, nil
+}
+
+func (c *tenantCache) store(id string, e cachedTenant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.rows) >= sweepAbove {
+		now := c.now()
+		for k, old := range c.rows {
+			if !c.fresh(old, c.version, now) {
+				delete(c.rows, k)
+			}
+		}
+	}
+	c.rows[id] = e
 }
 
 // forget drops a tenant's row, so that the next request reads it again: used when one of its
@@ -94,34 +167,6 @@ func (c *tenantCache) forget(system, tenant string) {
 	c.mu.Lock()
 	delete(c.rows, system+"/"+tenant)
 	c.mu.Unlock()
-}
-
-func (c *tenantCache) load(ctx context.Context, system, tenant string) (dynamo.Tenant, error) {
-	// The loaded row serves other requests too, so one caller leaving must not fail them.
-	ctx = context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(c.table),
-		Key: map[string]types.AttributeValue{
-			"system_id": &types.AttributeValueMemberS{Value: system},
-			"tenant_id": &types.AttributeValueMemberS{Value: tenant},
-		},
-		// The row names the tables to read; a stale one after a switch could name a
-		// dropped table.
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return dynamo.Tenant{}, fmt.Errorf("get tenant %s/%s: %w", system, tenant, storageError(err))
-	}
-	if out.Item == nil {
-		return dynamo.Tenant{}, apperr.NotFound("tenant")
-	}
-	var row dynamo.Tenant
-	if err := attributevalue.UnmarshalMap(out.Item, &row); err != nil {
-		return dynamo.Tenant{}, fmt.Errorf("decode tenant %s/%s: %w", system, tenant, err)
-	}
-	return row, nil
 }
 
 // tables are the read tables a tenant's readers use now.

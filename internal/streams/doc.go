@@ -165,10 +165,10 @@
 //
 // # Metrics
 //
-// ssodir_stream_records_total{consumer,system,tenant,event}, ssodir_stream_apply_seconds
+// ssodir_stream_records_total{consumer,event}, ssodir_stream_apply_seconds
 // {consumer}, ssodir_stream_lag_seconds{consumer,system,tenant} (apply time minus the
 // writer's TimestampAttribute, not the rounded stream time), ssodir_stream_iterator_age_seconds
-// {consumer,system,tenant}, ssodir_stream_leases_held{consumer},
+// {consumer} (a histogram over every page read with records), ssodir_stream_leases_held{consumer},
 // ssodir_stream_dead_letters_total{consumer,system,tenant,kind},
 // ssodir_stream_dead_letters_parked{consumer,system,tenant}, ssodir_stream_gaps_total
 // {consumer,system,tenant}, ssodir_stream_read_retries_total{consumer,kind},
@@ -177,8 +177,7 @@
 // waiting behind it), ssodir_stream_get_records_total{consumer,result},
 // ssodir_stream_api_calls_total{consumer,call}.
 //
-// Series per tenant and consumer: records_total (one per event type seen, at most 4),
-// lag_seconds and iterator_age_seconds: 6 for a tenant that had traffic. The dead-letter,
+// Series per tenant and consumer: lag_seconds, 1 for a tenant that had traffic. The dead-letter,
 // gap and park series of a tenant exist only while it has dead letters, had a gap, or is
 // parked.
 package streams

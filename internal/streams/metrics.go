@@ -6,13 +6,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the ssodir_stream_* collectors. System and tenant are labels because a
-// tenant id is unique only within its system.
+// metrics are the ssodir_stream_* collectors. A tenant label (with system, since a tenant
+// id is unique only within its system) is kept only where an operator needs to know which
+// tenant: lag, dead letters, parked streams and gaps. Throughput and read position are per
+// consumer, so that the series count does not grow with busy tenants.
 type metrics struct {
-	records      *prometheus.CounterVec   // consumer, system, tenant, event
+	records      *prometheus.CounterVec   // consumer, event
 	applySeconds *prometheus.HistogramVec // consumer
 	lagSeconds   *prometheus.GaugeVec     // consumer, system, tenant
-	iteratorAge  *prometheus.GaugeVec     // consumer, system, tenant
+	iteratorAge  *prometheus.HistogramVec // consumer
 	leasesHeld   *prometheus.GaugeVec     // consumer
 	deadLetters  *prometheus.CounterVec   // consumer, system, tenant, kind
 	parked       *prometheus.GaugeVec     // consumer, system, tenant
@@ -32,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ssodir_stream_records_total",
 			Help: "Stream records applied (acked by the handler), by event (INSERT, MODIFY, REMOVE, TTL_REMOVE).",
-		}, []string{"consumer", "system", "tenant", "event"}),
+		}, []string{"consumer", "event"}),
 		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ssodir_stream_apply_seconds",
 			Help:    "Time from delivering a record to its ack.",
@@ -42,10 +44,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ssodir_stream_lag_seconds",
 			Help: "Time from the writer's time stamp in the last applied record to its apply.",
 		}, []string{"consumer", "system", "tenant"}),
-		iteratorAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ssodir_stream_iterator_age_seconds",
-			Help: "Age (from the stream's approximate creation time) of the newest record read; 0 at the tip.",
-		}, []string{"consumer", "system", "tenant"}),
+		iteratorAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ssodir_stream_iterator_age_seconds",
+			Help:    "Age (from the stream's approximate creation time) of the newest record of each page read with records, over all shards; near 0 at the tip.",
+			Buckets: []float64{1, 2, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600},
+		}, []string{"consumer"}),
 		leasesHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ssodir_stream_leases_held",
 			Help: "Shard leases this process holds.",

@@ -515,7 +515,7 @@ func (w *shardWorker) applied(e *entry) {
 	if e.rec.TTLDeletion {
 		event = "TTL_REMOVE"
 	}
-	m.records.WithLabelValues(c, e.rec.System, e.rec.Tenant, event).Inc()
+	m.records.WithLabelValues(c, event).Inc()
 	m.applySeconds.WithLabelValues(c).Observe(time.Since(e.sentAt).Seconds())
 	// A REMOVE carries only the old image, whose stamp is the previous write's time.
 	if t, ok := stampMillis(e.rec.NewImage, w.s.cfg.TimestampAttribute); ok {
@@ -734,8 +734,8 @@ func (w *shardWorker) read(ctx context.Context) {
 			lastRec := entries[len(entries)-1].rec
 			last, fromHorizon = lastRec.SequenceNumber, false
 			if !lastRec.ApproximateCreationDateTime.IsZero() {
-				w.s.m.iteratorAge.WithLabelValues(w.s.cfg.Consumer, w.stream.System, w.stream.Tenant).
-					Set(time.Since(lastRec.ApproximateCreationDateTime).Seconds())
+				w.s.m.iteratorAge.WithLabelValues(w.s.cfg.Consumer).
+					Observe(time.Since(lastRec.ApproximateCreationDateTime).Seconds())
 			}
 		}
 		// Only a missing next iterator ends a shard; an empty page does not, not even

@@ -115,7 +115,7 @@ func (in *install) start(name string, extra ...string) {
 	cmd := exec.Command(filepath.Join(binDir, name))
 	cmd.Env = append(append(local.Env(),
 		"SSO_TABLE_PREFIX="+in.prefix, "SSO_SECRET_KEY="+in.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+token,
-		"SSO_STREAM_POLL=20ms", "SSO_CORS_ORIGINS="+in.url("query-api"),
+		"SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "SSO_CORS_ORIGINS="+in.url("query-api"),
 		addrVar[name]+"="+in.addrs[name], "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), append(in.extra, extra...)...)
 	var mu sync.Mutex
 	var logs bytes.Buffer

@@ -91,7 +91,7 @@ const cursorKey = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+f4CBgoM="
 func (e *env) vars(extra ...string) []string {
 	return append(append(local.Env(),
 		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+token,
-		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
+		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
 }
 
 // service is a running binary.
