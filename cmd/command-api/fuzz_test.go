@@ -87,6 +87,7 @@ func FuzzCommandAPI(f *testing.F) {
 		{"GET", "/t1/users", "", ``},
 		{"OPTIONS", "/t1/users", "Origin: https://ui.example.com", ``},
 		{"POST", "/t9/users", ctJSON, `{"username":"ghost"}`},
+		{"PUT", "//users//password", ctJSON, `{}`},
 		{"POST", "/t1/users", ctJSON + "\nAuthorization: Bearer nope", `{"username":"x"}`},
 		{"POST", "/t1/users", ctJSON + "\nAuthorization:", `{"username":"x"}`},
 		{"POST", "/t1/users", ctJSON + "\nTransfer-Encoding: chunked", "5\r\n{\"use\r\n0\r\n\r\n"},

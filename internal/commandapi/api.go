@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,7 +140,8 @@ type request struct {
 // begin reads the headers and the raw body every write shares.
 func (a *api) begin(c echo.Context, status int) (*request, error) {
 	t := commands.Tenant{System: c.Param("system"), ID: c.Param("tenant")}
-	if t.ID != "" && (!identity.ValidID(t.System) || !identity.ValidID(t.ID)) {
+	// A route with a tenant in its path needs a valid one, an empty one too (`tenants//users`).
+	if slices.Contains(c.ParamNames(), "tenant") && (!identity.ValidID(t.System) || !identity.ValidID(t.ID)) {
 		return nil, apperr.NotFound("tenant")
 	}
 	raw, err := readRaw(c)
