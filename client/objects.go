@@ -1,31 +1,14 @@
 package client
 
-// User is a user as both APIs answer with it (API.md, "Objects").
-type User struct {
-	// ID is the directory's immutable id of this incarnation of the user (its ssodir_id in
-	// Keycloak).
-	ID         string              `json:"id"`
-	Username   string              `json:"username"`
-	Email      string              `json:"email"`
-	FirstName  string              `json:"first_name"`
-	LastName   string              `json:"last_name"`
-	IsActive   bool                `json:"is_active"`
-	Attributes map[string][]string `json:"attributes"`
-	Version    int64               `json:"version"`
-	CreatedAt  string              `json:"created_at"`
-	UpdatedAt  string              `json:"updated_at"`
-}
+import "github.com/ssodir/ssodir/internal/objects"
+
+// User is a user as both APIs answer with it (API.md, "Objects"); its ID is the
+// directory's immutable id of this incarnation of the user (its ssodir_id in Keycloak).
+// It is the services' own type, so that the client and the APIs cannot drift apart.
+type User = objects.User
 
 // Group is a group as both APIs answer with it.
-type Group struct {
-	ID          string              `json:"id"`
-	Name        string              `json:"name"`
-	Description string              `json:"description"`
-	Attributes  map[string][]string `json:"attributes"`
-	Version     int64               `json:"version"`
-	CreatedAt   string              `json:"created_at"`
-	UpdatedAt   string              `json:"updated_at"`
-}
+type Group = objects.Group
 
 // NewUser is the body of a user create. IsActive nil means active; Password is sent once
 // and never comes back.

@@ -41,6 +41,16 @@ type accountProxy struct {
 	refusals int
 }
 
+// proxiedEnv is a command API's environment with its DynamoDB calls sent through a new
+// account proxy.
+func proxiedEnv(t *testing.T) (map[string]string, *accountProxy) {
+	t.Helper()
+	env := testEnv(t)
+	p := newAccountProxy(t, env["SSO_TABLE_PREFIX"])
+	env["AWS_ENDPOINT_URL_DYNAMODB"] = p.srv.URL
+	return env, p
+}
+
 func newAccountProxy(t *testing.T, prefix string) *accountProxy {
 	t.Helper()
 	target, err := url.Parse(dynamotest.Current(t).Endpoint)
@@ -172,9 +182,7 @@ func (a *app) waitActive(t *testing.T, system, tenant string, within time.Durati
 }
 
 func TestProvisioningAnswers202AndFinishesInTheBackground(t *testing.T) {
-	env := testEnv(t)
-	p := newAccountProxy(t, env["SSO_TABLE_PREFIX"])
-	env["AWS_ENDPOINT_URL_DYNAMODB"] = p.srv.URL
+	env, p := proxiedEnv(t)
 	env["SSO_PROVISION_WAIT"] = "300ms"
 	a := startApp(t, env)
 	id := dynamotest.UniqueName("t")
@@ -204,9 +212,7 @@ func TestProvisioningAnswers202AndFinishesInTheBackground(t *testing.T) {
 }
 
 func TestProvisioningLeftByAStoppedProcessIsFinished(t *testing.T) {
-	env := testEnv(t)
-	p := newAccountProxy(t, env["SSO_TABLE_PREFIX"])
-	env["AWS_ENDPOINT_URL_DYNAMODB"] = p.srv.URL
+	env, p := proxiedEnv(t)
 	env["SSO_PROVISION_WAIT"] = "1ms"
 	first := startApp(t, env)
 	id := dynamotest.UniqueName("t")
@@ -247,10 +253,7 @@ func TestProvisioningLeftByAStoppedProcessIsFinished(t *testing.T) {
 }
 
 func TestProvisioningBeyondTheTableQuotaLeavesNothing(t *testing.T) {
-	env := testEnv(t)
-	prefix := env["SSO_TABLE_PREFIX"]
-	p := newAccountProxy(t, prefix)
-	env["AWS_ENDPOINT_URL_DYNAMODB"] = p.srv.URL
+	env, p := proxiedEnv(t)
 	a := startApp(t, env)
 	ctx := context.Background()
 

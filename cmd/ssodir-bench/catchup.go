@@ -135,20 +135,9 @@ func waitApplied(ctx context.Context, b *bench, proj *service, n int, timeout ti
 	})
 }
 
+// appliedRecords is the projector's count of applied stream records.
 func appliedRecords(ctx context.Context, b *bench, proj *service) (float64, error) {
-	var sum float64
-	err := scrape(ctx, b, proj, func(line string) error {
-		if !strings.HasPrefix(line, "ssodir_stream_records_total{") {
-			return nil
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return fmt.Errorf("metric line %q: %w", line, err)
-		}
-		sum += v
-		return nil
-	})
-	return sum, err
+	return metricSum(ctx, b, proj, "ssodir_stream_records_total")
 }
 
 // scrape hands every line of a service's /metrics to f.

@@ -126,6 +126,22 @@ func (s *settings) tenantClient(ctx context.Context) (*client.TenantClient, erro
 	return c.Tenant(s.system, s.tenant), nil
 }
 
+// systemClient is the client and printer for a command on --system's tenants.
+func (s *settings) systemClient(ctx context.Context) (*client.Client, *printer, error) {
+	if s.system == "" {
+		return nil, nil, usagef("which system? set --system (or SSODIR_SYSTEM)")
+	}
+	c, err := s.client(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := s.printer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, p, nil
+}
+
 func (s *settings) printer() (*printer, error) {
 	switch s.output {
 	case "table", "json", "yaml":

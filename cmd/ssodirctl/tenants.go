@@ -33,14 +33,7 @@ secret comes from SSODIR_KEYCLOAK_CLIENT_SECRET, never from a flag.`,
       --keycloak-url https://sso.example.com --keycloak-realm eu --keycloak-client-id ssodir`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if s.system == "" {
-				return usagef("which system? set --system (or SSODIR_SYSTEM)")
-			}
-			c, err := s.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			c, p, err := s.systemClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -85,14 +78,7 @@ lists only those.`,
   ssodirctl tenants list --system acme -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if s.system == "" {
-				return usagef("which system? set --system (or SSODIR_SYSTEM)")
-			}
-			c, err := s.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			c, p, err := s.systemClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -120,14 +106,7 @@ func tenantGet(s *settings) *cobra.Command {
 		Example: "  ssodirctl tenants get eu --system acme -o json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if s.system == "" {
-				return usagef("which system? set --system (or SSODIR_SYSTEM)")
-			}
-			c, err := s.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			c, p, err := s.systemClient(cmd.Context())
 			if err != nil {
 				return err
 			}

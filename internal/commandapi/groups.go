@@ -8,7 +8,6 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/objects"
 )
 
@@ -19,12 +18,8 @@ type createGroupBody struct {
 }
 
 func (a *api) postGroup(c echo.Context) error {
-	r, err := a.begin(c, http.StatusCreated)
+	r, b, err := beginWith[createGroupBody](a, c, http.StatusCreated)
 	if err != nil {
-		return err
-	}
-	var b createGroupBody
-	if err := httpapi.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	cmd := commands.CreateGroup{Name: b.Name, Description: b.Description, Attributes: b.Attributes}
@@ -44,19 +39,11 @@ type patchGroupBody struct {
 }
 
 func (a *api) patchGroup(c echo.Context) error {
-	r, err := a.begin(c, http.StatusOK)
+	r, b, err := beginWith[patchGroupBody](a, c, http.StatusOK)
 	if err != nil {
 		return err
 	}
-	var b patchGroupBody
-	if err := httpapi.DecodeJSON(c, &b); err != nil {
-		return err
-	}
-	cmd := commands.UpdateGroup{Name: c.Param("name"), Description: b.Description.ptr(), Attributes: b.Attributes.ptr()}
-	if b.Attributes.Null {
-		empty := map[string][]string{}
-		cmd.Attributes = &empty
-	}
+	cmd := commands.UpdateGroup{Name: c.Param("name"), Description: b.Description.ptr(), Attributes: attributesPatch(b.Attributes)}
 	return a.run(r, func(ctx context.Context) (outcome, error) {
 		g, err := a.updateGroup.Handle(ctx, r.tenant, cmd, r.meta)
 		return groupOutcome(g), err
@@ -64,42 +51,21 @@ func (a *api) patchGroup(c echo.Context) error {
 }
 
 func (a *api) deleteGroupRoute(c echo.Context) error {
-	r, err := a.begin(c, http.StatusNoContent)
-	if err != nil {
-		return err
-	}
-	if err := noBody(r); err != nil {
-		return err
-	}
-	return a.run(r, func(ctx context.Context) (outcome, error) {
+	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
 		v, err := a.deleteGroup.Handle(ctx, r.tenant, commands.DeleteGroup{Name: c.Param("name")}, r.meta)
 		return outcome{kind: events.KindGroup, version: v}, err
 	})
 }
 
 func (a *api) putMember(c echo.Context) error {
-	r, err := a.begin(c, http.StatusNoContent)
-	if err != nil {
-		return err
-	}
-	if err := noBody(r); err != nil {
-		return err
-	}
-	return a.run(r, func(ctx context.Context) (outcome, error) {
+	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
 		v, err := a.addMember.Handle(ctx, r.tenant, commands.AddMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
 		return outcome{kind: events.KindGroup, version: v}, err
 	})
 }
 
 func (a *api) deleteMember(c echo.Context) error {
-	r, err := a.begin(c, http.StatusNoContent)
-	if err != nil {
-		return err
-	}
-	if err := noBody(r); err != nil {
-		return err
-	}
-	return a.run(r, func(ctx context.Context) (outcome, error) {
+	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
 		v, err := a.removeMember.Handle(ctx, r.tenant, commands.RemoveMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
 		return outcome{kind: events.KindGroup, version: v}, err
 	})

@@ -28,3 +28,12 @@ func (o optional[T]) ptr() *T {
 	}
 	return &o.Value
 }
+
+// attributesPatch is a PATCH's attributes: nil when absent, an empty map when null (all
+// removed), else the map that replaces them.
+func attributesPatch(o optional[map[string][]string]) *map[string][]string {
+	if o.Null {
+		return &map[string][]string{}
+	}
+	return o.ptr()
+}

@@ -23,12 +23,8 @@ type createUserBody struct {
 }
 
 func (a *api) postUser(c echo.Context) error {
-	r, err := a.begin(c, http.StatusCreated)
+	r, b, err := beginWith[createUserBody](a, c, http.StatusCreated)
 	if err != nil {
-		return err
-	}
-	var b createUserBody
-	if err := httpapi.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	cmd := commands.CreateUser{Username: b.Username, Email: b.Email, FirstName: b.FirstName, LastName: b.LastName,
@@ -51,20 +47,12 @@ type patchUserBody struct {
 }
 
 func (a *api) patchUser(c echo.Context) error {
-	r, err := a.begin(c, http.StatusOK)
+	r, b, err := beginWith[patchUserBody](a, c, http.StatusOK)
 	if err != nil {
 		return err
 	}
-	var b patchUserBody
-	if err := httpapi.DecodeJSON(c, &b); err != nil {
-		return err
-	}
 	cmd := commands.UpdateUser{Username: c.Param("username"), Email: b.Email.ptr(), FirstName: b.FirstName.ptr(),
-		LastName: b.LastName.ptr(), Attributes: b.Attributes.ptr()}
-	if b.Attributes.Null {
-		empty := map[string][]string{}
-		cmd.Attributes = &empty
-	}
+		LastName: b.LastName.ptr(), Attributes: attributesPatch(b.Attributes)}
 	return a.run(r, func(ctx context.Context) (outcome, error) {
 		u, err := a.updateUser.Handle(ctx, r.tenant, cmd, r.meta)
 		return userOutcome(u), err
@@ -75,14 +63,7 @@ func (a *api) deactivate(c echo.Context) error { return a.setUserActive(c, false
 func (a *api) activate(c echo.Context) error   { return a.setUserActive(c, true) }
 
 func (a *api) setUserActive(c echo.Context, active bool) error {
-	r, err := a.begin(c, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	if err := noBody(r); err != nil {
-		return err
-	}
-	return a.run(r, func(ctx context.Context) (outcome, error) {
+	return a.runWithoutBody(c, http.StatusOK, func(ctx context.Context, r *request) (outcome, error) {
 		u, err := a.setActive.Handle(ctx, r.tenant, commands.SetUserActive{Username: c.Param("username"), Active: active}, r.meta)
 		return userOutcome(u), err
 	})
@@ -93,12 +74,8 @@ type passwordBody struct {
 }
 
 func (a *api) putPassword(c echo.Context) error {
-	r, err := a.begin(c, http.StatusNoContent)
+	r, b, err := beginWith[passwordBody](a, c, http.StatusNoContent)
 	if err != nil {
-		return err
-	}
-	var b passwordBody
-	if err := httpapi.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	return a.run(r, func(ctx context.Context) (outcome, error) {
@@ -108,14 +85,7 @@ func (a *api) putPassword(c echo.Context) error {
 }
 
 func (a *api) deleteUserRoute(c echo.Context) error {
-	r, err := a.begin(c, http.StatusNoContent)
-	if err != nil {
-		return err
-	}
-	if err := noBody(r); err != nil {
-		return err
-	}
-	return a.run(r, func(ctx context.Context) (outcome, error) {
+	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
 		v, err := a.deleteUser.Handle(ctx, r.tenant, commands.DeleteUser{Username: c.Param("username")}, r.meta)
 		return outcome{kind: events.KindUser, version: v}, err
 	})
@@ -125,10 +95,31 @@ func userOutcome(u events.User) outcome {
 	return outcome{kind: events.KindUser, key: u.Username, version: u.Version, body: objects.FromUser(u)}
 }
 
-// noBody refuses a body on routes that take none, rather than ignore it silently.
-func noBody(r *request) error {
-	if len(r.raw) > 0 {
-		return httpapi.DecodeJSON(r.c, &struct{}{})
+// beginWith is begin for a route whose body is a B.
+func beginWith[B any](a *api, c echo.Context, status int) (*request, B, error) {
+	var b B
+	r, err := a.begin(c, status)
+	if err != nil {
+		return nil, b, err
 	}
-	return nil
+	if err := httpapi.DecodeJSON(c, &b); err != nil {
+		return nil, b, err
+	}
+	return r, b, nil
+}
+
+// runWithoutBody runs a command on a route that takes no body: a body is refused rather
+// than ignored silently (an empty JSON object passes, anything else is refused as
+// DecodeJSON refuses it).
+func (a *api) runWithoutBody(c echo.Context, status int, exec func(ctx context.Context, r *request) (outcome, error)) error {
+	r, err := a.begin(c, status)
+	if err != nil {
+		return err
+	}
+	if len(r.raw) > 0 {
+		if err := httpapi.DecodeJSON(r.c, &struct{}{}); err != nil {
+			return err
+		}
+	}
+	return a.run(r, func(ctx context.Context) (outcome, error) { return exec(ctx, r) })
 }

@@ -146,6 +146,52 @@ func newRebuildFixture(t *testing.T) rebuildFixture {
 		replayer: NewReplayer(db, names, dynamo.NewTenants(db, names), p, reg, zap.NewNop())}
 }
 
+// log is the whole command log, read consistently.
+func (f rebuildFixture) log(t *testing.T) []map[string]types.AttributeValue {
+	t.Helper()
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Items
+}
+
+// states is the state items of the command log as a page of the rebuild would read them.
+func (f rebuildFixture) states(t *testing.T) []stateItem {
+	t.Helper()
+	_, _, states, err := f.replayer.split(f.log(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return states
+}
+
+// run executes commands against the fixture's command log.
+func (f rebuildFixture) run(t *testing.T, cmds ...any) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range cmds {
+		var err error
+		switch c := c.(type) {
+		case commands.CreateUser:
+			_, err = commands.NewCreateUserHandler(f.deps, nil).Handle(ctx, f.tenant, c, f.meta)
+		case commands.DeleteUser:
+			_, err = commands.NewDeleteUserHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		case commands.CreateGroup:
+			_, err = commands.NewCreateGroupHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		case commands.DeleteGroup:
+			_, err = commands.NewDeleteGroupHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		case commands.AddMember:
+			_, err = commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		default:
+			t.Fatalf("fixture: no handler for %T", c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestVerifyFollowsTheLogPastTheRebuild checks a membership the rebuild read as live and
 // a later delete of its user removed from the log: the new table's tombstone (which keeps
 // the membership's version) must pass the verification, and a live membership the log no
@@ -153,26 +199,12 @@ func newRebuildFixture(t *testing.T) rebuildFixture {
 func TestVerifyFollowsTheLogPastTheRebuild(t *testing.T) {
 	ctx := context.Background()
 	f := newRebuildFixture(t)
-	for _, u := range []string{"alice", "bob"} {
-		if _, err := commands.NewCreateUserHandler(f.deps, nil).Handle(ctx, f.tenant, commands.CreateUser{Username: u, Email: u + "@example.com"}, f.meta); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := commands.NewCreateGroupHandler(f.deps).Handle(ctx, f.tenant, commands.CreateGroup{Name: "g"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{"alice", "bob"} {
-		if _, err := commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, commands.AddMember{Group: "g", Username: u}, f.meta); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.run(t, commands.CreateUser{Username: "alice", Email: "alice@example.com"}, commands.CreateUser{Username: "bob", Email: "bob@example.com"},
+		commands.CreateGroup{Name: "g"}, commands.AddMember{Group: "g", Username: "alice"}, commands.AddMember{Group: "g", Username: "bob"})
 	project := func() {
 		t.Helper()
-		out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range out.Items {
+		out := f.log(t)
+		for _, it := range out {
 			if dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
 				e, err := dynamo.DecodeRecord(f.reg, it)
 				if err != nil {
@@ -186,18 +218,9 @@ func TestVerifyFollowsTheLogPastTheRebuild(t *testing.T) {
 	}
 	project()
 	// What the rebuild read: both memberships live.
-	out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, states, err := f.replayer.split(out.Items)
-	if err != nil {
-		t.Fatal(err)
-	}
+	states := f.states(t)
 	// Then alice is deleted (the log drops her membership; the new table tombstones it).
-	if _, err := commands.NewDeleteUserHandler(f.deps).Handle(ctx, f.tenant, commands.DeleteUser{Username: "alice"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
+	f.run(t, commands.DeleteUser{Username: "alice"})
 	project()
 	opts := ReplayOptions{Workers: 2, verifyPause: time.Millisecond}
 	list := &checklist{}
@@ -232,17 +255,8 @@ func TestVerifyFollowsTheLogPastTheRebuild(t *testing.T) {
 func TestVerifyRefreshKeepsTheTargetOfAnAggregateThatMovesOn(t *testing.T) {
 	ctx := context.Background()
 	f := newRebuildFixture(t)
-	if _, err := commands.NewCreateUserHandler(f.deps, nil).Handle(ctx, f.tenant, commands.CreateUser{Username: "alice", Email: "a@example.com"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, states, err := f.replayer.split(out.Items)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.run(t, commands.CreateUser{Username: "alice", Email: "a@example.com"})
+	states := f.states(t)
 	var list checklist
 	list.addStates(states)
 	if len(list.checks) != 1 || list.checks[0].version != 1 {
@@ -277,50 +291,20 @@ func TestVerifyRefreshKeepsTheTargetOfAnAggregateThatMovesOn(t *testing.T) {
 func TestApplyPageTombstonesMembershipsOfAnIncarnationDeletedSinceTheScan(t *testing.T) {
 	ctx := context.Background()
 	f := newRebuildFixture(t)
-	for _, u := range []string{"alice", "bob"} {
-		if _, err := commands.NewCreateUserHandler(f.deps, nil).Handle(ctx, f.tenant, commands.CreateUser{Username: u, Email: u + "@example.com"}, f.meta); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := commands.NewCreateGroupHandler(f.deps).Handle(ctx, f.tenant, commands.CreateGroup{Name: "g"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, commands.AddMember{Group: "g", Username: "alice"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commands.NewCreateGroupHandler(f.deps).Handle(ctx, f.tenant, commands.CreateGroup{Name: "h"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, commands.AddMember{Group: "h", Username: "bob"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	scanned, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.run(t, commands.CreateUser{Username: "alice", Email: "alice@example.com"}, commands.CreateUser{Username: "bob", Email: "bob@example.com"},
+		commands.CreateGroup{Name: "g"}, commands.AddMember{Group: "g", Username: "alice"},
+		commands.CreateGroup{Name: "h"}, commands.AddMember{Group: "h", Username: "bob"})
+	scanned := f.log(t)
 	seen := map[string]bool{}
-	for _, it := range scanned.Items {
+	for _, it := range scanned {
 		seen[dynamo.StringAttr(it, "id")+"\x00"+dynamo.StringAttr(it, "sk")] = true
 	}
 	// After the scan: g is deleted and created again, and so is bob.
-	if _, err := commands.NewDeleteGroupHandler(f.deps).Handle(ctx, f.tenant, commands.DeleteGroup{Name: "g"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commands.NewCreateGroupHandler(f.deps).Handle(ctx, f.tenant, commands.CreateGroup{Name: "g"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commands.NewDeleteUserHandler(f.deps).Handle(ctx, f.tenant, commands.DeleteUser{Username: "bob"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commands.NewCreateUserHandler(f.deps, nil).Handle(ctx, f.tenant, commands.CreateUser{Username: "bob", Email: "bob@example.com"}, f.meta); err != nil {
-		t.Fatal(err)
-	}
+	f.run(t, commands.DeleteGroup{Name: "g"}, commands.CreateGroup{Name: "g"},
+		commands.DeleteUser{Username: "bob"}, commands.CreateUser{Username: "bob", Email: "bob@example.com"})
 	// The live projector writes what came after the scan into the new tables first.
-	all, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(f.row.CommandsTable), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, it := range all.Items {
+	all := f.log(t)
+	for _, it := range all {
 		sk := dynamo.StringAttr(it, "sk")
 		if !dynamo.IsHistorySK(sk) || seen[dynamo.StringAttr(it, "id")+"\x00"+sk] {
 			continue
@@ -333,7 +317,7 @@ func TestApplyPageTombstonesMembershipsOfAnIncarnationDeletedSinceTheScan(t *tes
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := f.replayer.applyPage(ctx, f.row, f.next, scanned.Items, &checklist{}, &sync.Map{}); err != nil {
+	if _, _, err := f.replayer.applyPage(ctx, f.row, f.next, scanned, &checklist{}, &sync.Map{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range [][2]string{{"g", "alice"}, {"h", "bob"}} {
