@@ -112,19 +112,24 @@ func (t *Tenants) saveSegment(ctx context.Context, system, tenant string, segmen
 // SwitchTables points the tenant's readers at the tables the replay named, as generation
 // gen, and forgets the replay's progress. It fails unless those are the tables named.
 func (t *Tenants) SwitchTables(ctx context.Context, system, tenant, users, activities string, gen int) error {
-	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(t.table),
-		Key:       t.key(system, tenant),
-		UpdateExpression: aws.String("SET users_table = :u, activities_table = :a, generation = :g, updated_at = :now " +
-			"REMOVE next_users_table, next_activities_table, replay_segments, replay_cursors, replay_done " +
-			"ADD row_version :one"),
-		ConditionExpression: aws.String("next_users_table = :u"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u": str(users), ":a": str(activities), ":g": num(int64(gen)), ":now": str(FormatTime(time.Now())), ":one": num(1),
-		},
-	})
+	// The tenant-list marker moves with the row, so that readers caching rows (the query
+	// API) follow the switch within a round rather than after their cache time.
+	_, err := t.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(t.table),
+			Key:       t.key(system, tenant),
+			UpdateExpression: aws.String("SET users_table = :u, activities_table = :a, generation = :g, updated_at = :now " +
+				"REMOVE next_users_table, next_activities_table, replay_segments, replay_cursors, replay_done " +
+				"ADD row_version :one"),
+			ConditionExpression: aws.String("next_users_table = :u"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":u": str(users), ":a": str(activities), ":g": num(int64(gen)), ":now": str(FormatTime(time.Now())), ":one": num(1),
+			},
+		}},
+		{Update: t.markerUpdate()},
+	}})
 	if err != nil {
-		return fmt.Errorf("switch %s/%s to the new tables: %w", system, tenant, err)
+		return fmt.Errorf("switch %s/%s to the new tables: %w", system, tenant, translate(err))
 	}
 	return nil
 }

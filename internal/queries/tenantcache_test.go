@@ -134,6 +134,20 @@ func TestTenantReadsDoNotGrowWithTenants(t *testing.T) {
 			t.Fatalf("a round after the switch: %s, want u-t01-r1", got)
 		}
 	})
+	t.Run("a replay's switch announces itself and is seen within a round", func(t *testing.T) {
+		c.Add(time.Second)
+		usersTable("t02") // cached, no replay under way
+		if err := rows.StartReplay(ctx, "acme", "t02", "u-t02-r1", "a-t02-r1", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := rows.SwitchTables(ctx, "acme", "t02", "u-t02-r1", "a-t02-r1", 1); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(time.Second)
+		if got := usersTable("t02"); got != "u-t02-r1" {
+			t.Fatalf("a round after the switch: %s, want u-t02-r1", got)
+		}
+	})
 	t.Run("an unknown tenant is read once per miss time", func(t *testing.T) {
 		before := db.count(config)
 		for range 10 {
