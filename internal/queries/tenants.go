@@ -21,10 +21,9 @@ const (
 	// MaxTenantTTL bounds the round, so that a change is followed within 2 s.
 	MaxTenantTTL = 2 * time.Second
 	// MaxTenantAge bounds how long a row is trusted without reading it again. It covers
-	// changes the marker does not announce: a replay's start and its switch to the new
-	// tables are written by the projector on the row alone. A row in flux (a replay under
-	// way, or still provisioning) is read again every round, so a switch that follows a
-	// start this process has seen is followed within a round.
+	// changes the marker does not announce, such as a replay's start or a row written by
+	// an older process (a replay's switch moves the marker with the row). A row in flux (a
+	// replay under way, or still provisioning) is read again every round.
 	MaxTenantAge = 30 * time.Second
 	// missTTL is how long an unknown tenant is answered not found without reading again:
 	// briefly, so that a client polling a tenant it just provisioned finds it soon, and a
