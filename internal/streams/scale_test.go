@@ -51,8 +51,8 @@ func (s *tenantSet) len() int {
 // tenants added later (with their stream ARN, and by table name only) are picked up
 // without waiting behind the sweep of the others.
 //
-// The issue's 5,000 tenants without the race detector (`make test` runs it so, after the
-// race run; about 2.5 minutes here), 500 under it: the race detector allows 8,128 live
+// The issue's 5,000 tenants without the race detector (`make scale-test`; 2.5 to 6 minutes
+// here), 500 under it (`make test`): the race detector allows 8,128 live
 // goroutines per process (a followed shard has two), and slows the lease-table writes
 // (four per shard and consumer at first sight: row, acquire, dead-letter check,
 // checkpoint) that set the pace. STREAMS_SCALE_TENANTS sets another count.
