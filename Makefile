@@ -66,7 +66,7 @@ $(REDOCLY):
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-scale-test:
+scale-test: dynamodb-local
 	$(GO) test -count=1 -timeout 20m -run '^TestThousandsOfTenantsTwoConsumersNeverThrottled$$' ./internal/streams
 
 # Brief coverage-guided fuzzing of both APIs' request decoding (the seed corpora also run
