@@ -49,6 +49,7 @@ type Reconciler struct {
 	valve keycloak.SafetyValve
 
 	lastSuccess *prometheus.GaugeVec
+	lastDrift   *prometheus.GaugeVec
 	drift       *prometheus.CounterVec
 	repaired    *prometheus.CounterVec
 }
@@ -62,12 +63,15 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 		valve: keycloak.SafetyValve{MaxShare: cfg.MaxDeleteShare, Floor: keycloak.DefaultSafetyValve.Floor},
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_last_reconcile_success_timestamp_seconds",
 			Help: "When the last full reconcile of a tenant succeeded."}, []string{"system", "tenant"}),
+		lastDrift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_last_reconcile_drift",
+			Help: "What the last full reconcile of a tenant found: differences found, repaired, and dropped as stale (the directory had moved on)."},
+			[]string{"system", "tenant", "outcome"}),
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ssodir_keycloak_reconcile_drift_total",
 			Help: "Differences found by full reconciles, by action."}, []string{"action"}),
 		repaired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ssodir_keycloak_reconcile_repaired_total",
 			Help: "Differences full reconciles repaired (applied), or dropped as stale because the directory had moved on."}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{r.lastSuccess, r.drift, r.repaired} {
+	for _, c := range []prometheus.Collector{r.lastSuccess, r.lastDrift, r.drift, r.repaired} {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("register reconcile metrics: %w", err)
 		}
@@ -113,6 +117,11 @@ func (r *Reconciler) Tenant(ctx context.Context, row dynamo.Tenant, opts Options
 			Check: NewWriteModel(r.cfg.Store, row.SystemID, row.TenantID), Progress: opts.Progress})
 		r.repaired.WithLabelValues("applied").Add(float64(res.Applied))
 		r.repaired.WithLabelValues("stale").Add(float64(res.Stale))
+	}
+	if plan != nil {
+		r.lastDrift.WithLabelValues(row.SystemID, row.TenantID, "found").Set(float64(len(plan.Actions)))
+		r.lastDrift.WithLabelValues(row.SystemID, row.TenantID, "repaired").Set(float64(res.Applied))
+		r.lastDrift.WithLabelValues(row.SystemID, row.TenantID, "stale").Set(float64(res.Stale))
 	}
 	if err == nil {
 		r.lastSuccess.WithLabelValues(row.SystemID, row.TenantID).SetToCurrentTime()

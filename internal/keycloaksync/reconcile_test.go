@@ -5,7 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
+	"github.com/ssodir/ssodir/internal/projections"
 )
 
 // TestReconcileOffsetsSpreadTenants: a thousand tenants' reconciles start spread over the
@@ -60,5 +68,73 @@ func TestOneProcessReconcilesATenantARound(t *testing.T) {
 	}
 	if !claim("b", now.Add(2*time.Minute)) {
 		t.Fatal("an expired claim was not open to another process")
+	}
+}
+
+// TestReconcileMetricsPerTenant: /metrics tells, per tenant, what the last reconcile found
+// and repaired, and when one last succeeded.
+func TestReconcileMetricsPerTenant(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	w.exec(commands.CreateUser{Username: "ann", Email: "ann@example.com"})
+	w.exec(commands.CreateUser{Username: "bob", Email: "bob@example.com"})
+	row, err := dynamo.NewTenants(w.db, w.names).Get(ctx, w.tenant.System, w.tenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row.UsersTable = w.names.Users(w.tenant.System, w.tenant.ID, 0)
+	row.ActivitiesTable = w.names.Activities(w.tenant.System, w.tenant.ID, 0)
+	// The read model the reconcile reads the directory from, and the realm the event path
+	// filled.
+	p := projections.New(w.db, projections.Options{})
+	for _, user := range []string{"user#ann", "user#bob"} {
+		for _, rec := range w.records(user) {
+			env, err := dynamo.DecodeRecord(events.NewRegistry(), rec.NewImage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Apply(ctx, projections.Tables{Users: row.UsersTable, Activities: row.ActivitiesTable}, env); err != nil {
+				t.Fatal(err)
+			}
+			w.apply(rec)
+		}
+	}
+	bob, ok := w.kc.UserByUsername(testRealm, "bob")
+	if !ok {
+		t.Fatal("bob is not in the realm")
+	}
+	if err := w.kc.UpdateUser(testRealm, bob.ID, func(u *keycloaktest.User) { u.Email = "changed@example.com" }); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	r, err := NewReconciler(ReconcilerConfig{Realms: NewRealms(dynamo.NewTenants(w.db, w.names), w.box, NewHTTPClient(), nil, zap.NewNop()),
+		DB: w.db, Store: w.store, Registerer: reg, Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drift := func(outcome string) float64 {
+		return testutil.ToFloat64(r.lastDrift.WithLabelValues(w.tenant.System, w.tenant.ID, outcome))
+	}
+	if _, err := r.Tenant(ctx, row, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if found, repaired := drift("found"), drift("repaired"); found != 1 || repaired != 1 {
+		t.Fatalf("after repairing bob's email: found %v, repaired %v; want 1 and 1", found, repaired)
+	}
+	if u, _ := w.kc.UserByUsername(testRealm, "bob"); u.Email != "bob@example.com" {
+		t.Fatalf("bob's email is %q after the reconcile", u.Email)
+	}
+	if testutil.ToFloat64(r.lastSuccess.WithLabelValues(w.tenant.System, w.tenant.ID)) == 0 {
+		t.Fatal("no time of the last successful reconcile")
+	}
+	if _, err := r.Tenant(ctx, row, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if found, repaired := drift("found"), drift("repaired"); found != 0 || repaired != 0 {
+		t.Fatalf("a reconcile of an unchanged realm: found %v, repaired %v; want 0 and 0", found, repaired)
+	}
+	if n, err := testutil.GatherAndCount(reg, "ssodir_keycloak_last_reconcile_drift"); err != nil || n != 3 {
+		t.Fatalf("%d series of the last reconcile's drift (%v), want found, repaired and stale of the one tenant", n, err)
 	}
 }
