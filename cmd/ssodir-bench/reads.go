@@ -65,7 +65,7 @@ func benchReads(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	var results []*result
 	for _, o := range ops {
 		r := &result{Name: fmt.Sprintf("%s c=%d", o.name, readConcurrency), Unit: o.unit, BaselineUnit: o.unit,
-			What: o.what, BaselineWhat: o.baseline, Target: atLeast("per_s", 0.80)}
+			What: o.what, BaselineWhat: o.baseline, Target: atLeast("per_s", 0.90)}
 		for rep := range sc.Reps {
 			fig, base, err := e.pair(ctx, rep, readConcurrency, sc.Window, o.service, o.direct)
 			if err != nil {

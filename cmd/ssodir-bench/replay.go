@@ -52,8 +52,9 @@ func benchReplay(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		What: "projector.Replayer.Run in-process: scan, apply, rebuild from state, verify, switch; history records per second of wall time",
 		BaselineWhat: fmt.Sprintf("BatchWriteItem of the same read items (one user view and %d activities per user) into fresh tables, %d workers",
 			sc.ReplayHistory, writeConcurrency),
-		Target: atLeast("per_s", 0.80),
+		Target: atLeast("per_s", 0.90),
 		Notes: []string{"rebuild_s (one scan of the log, applying history and state) and verify_s are the replay's phases; the baseline's scan_s is one raw Scan of the command table in the replay's segments, 4 at a time",
+			"the baseline's read_and_write_per_s counts that scan too: a rebuild cannot write what it has not read",
 			"SwitchWait is 1ms: no live projector runs in this scenario"},
 	}
 	for rep := range sc.Reps {
@@ -172,6 +173,7 @@ func rawReplay(ctx context.Context, e *env, sc scale, rep, segments int) (map[st
 	e.addCPU(base, before, records)
 	scan, err := rawScan(ctx, e, segments)
 	base["scan_s"] = scan.Seconds()
+	base["read_and_write_per_s"] = float64(records) / (wall + scan).Seconds()
 	return base, err
 }
 
