@@ -118,6 +118,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		LeaseDuration:      a.cfg.LeaseDuration,
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
+		MaxInFlight:    256,
 		PollInterval:   a.cfg.PollInterval,
 		ShardReadRate:  streams.ShardReadRateFor(a.clients.LocalStreams),
 		IdlePollMax:    a.cfg.IdlePollMax, LeaseScanInterval: a.cfg.LeaseScanInterval, Consumers: a.cfg.Consumers,

@@ -18,8 +18,9 @@ import (
 // groups (creates, updates, password changes, (de)activation, deletes and re-creates,
 // members added and removed, groups deleted), when its records are applied in order into
 // tables A, shuffled with random duplicates into B, shuffled with duplicates by four
-// concurrent workers into C, and through ApplyBatch in random chunks into D, then all four
-// hold the same items, and A holds what the write side's state says.
+// concurrent workers into C, through ApplyBatch in random chunks into D, and through a
+// Committer by sixteen concurrent workers (the live projector's group commit) into E, then
+// all five hold the same items, and A holds what the write side's state says.
 func TestAnyOrderGivesTheSameTables(t *testing.T) {
 	for seed := range 3 {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
@@ -76,6 +77,27 @@ func TestAnyOrderGivesTheSameTables(t *testing.T) {
 			}
 			if diff := want.diff(takeSnapshot(t, db, d)); diff != "" {
 				t.Errorf("applied in batches, tables differ from in order:\n%s", diff)
+			}
+
+			e := newTables(t, db)
+			committer := p.Committer(e)
+			work = make(chan events.Envelope)
+			for range 16 {
+				wg.Go(func() {
+					for ev := range work {
+						if err := committer.Apply(ctx, ev); err != nil {
+							t.Errorf("commit %s %s v%d: %v", ev.Type, ev.Entity(), ev.Version, err)
+						}
+					}
+				})
+			}
+			for _, ev := range shuffledWithDuplicates(rng, w.log) {
+				work <- ev
+			}
+			close(work)
+			wg.Wait()
+			if diff := want.diff(takeSnapshot(t, db, e)); diff != "" {
+				t.Errorf("applied in concurrent groups, tables differ from in order:\n%s", diff)
 			}
 		})
 	}

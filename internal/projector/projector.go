@@ -6,6 +6,7 @@ package projector
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,8 +30,9 @@ type Handler struct {
 	registry  *events.Registry
 	log       *zap.Logger
 
-	mu    sync.Mutex
-	cache map[string]cachedTables
+	mu         sync.Mutex
+	cache      map[string]cachedTables
+	committers map[projections.Tables]*projections.Committer
 }
 
 type cachedTables struct {
@@ -40,7 +42,8 @@ type cachedTables struct {
 
 // NewHandler is the projector's record handler.
 func NewHandler(tenants *dynamo.Tenants, p *projections.Projector, reg *events.Registry, log *zap.Logger) *Handler {
-	return &Handler{tenants: tenants, projector: p, registry: reg, log: log, cache: map[string]cachedTables{}}
+	return &Handler{tenants: tenants, projector: p, registry: reg, log: log, cache: map[string]cachedTables{},
+		committers: map[projections.Tables]*projections.Committer{}}
 }
 
 // HandleMessage is the watermill handler.
@@ -70,11 +73,24 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 		return err
 	}
 	for _, t := range targets {
-		if err := h.projector.Apply(ctx, t, env); err != nil {
+		if err := h.committer(t).Apply(ctx, env); err != nil {
 			return fmt.Errorf("project %s v%d into %s: %w", env.Entity(), env.Version, t.Users, err)
 		}
 	}
 	return nil
+}
+
+// committer is the group commit of a pair of tables: records of different aggregates that
+// the stream consumer delivers at the same time are written together.
+func (h *Handler) committer(t projections.Tables) *projections.Committer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.committers[t]
+	if !ok {
+		c = h.projector.Committer(t)
+		h.committers[t] = c
+	}
+	return c
 }
 
 func isHistory(rec streams.Record) bool {
@@ -100,6 +116,11 @@ func (h *Handler) Targets(ctx context.Context, system, tenant string) ([]project
 		targets = append(targets, projections.Tables{Users: row.NextUsersTable, Activities: row.NextActivitiesTable})
 	}
 	h.mu.Lock()
+	for _, old := range h.cache[key].targets {
+		if !slices.Contains(targets, old) {
+			delete(h.committers, old) // a generation a replay switched away from
+		}
+	}
 	h.cache[key] = cachedTables{targets: targets, at: time.Now()}
 	h.mu.Unlock()
 	return targets, nil

@@ -822,13 +822,16 @@ async function opsPage(t, signal) {
     consumerCard('Projector', s.projector, 'projector', t, () => [], signal),
     consumerCard('Keycloak sync', s.keycloak_sync, 'keycloak-sync', t, (ms) => {
       const last = sum(ms, 'ssodir_keycloak_last_reconcile_success_timestamp_seconds', { system: t.system, tenant: t.tenant });
-      const drift = ms.filter((m) => m.name === 'ssodir_keycloak_reconcile_drift_total');
+      const tl = { system: t.system, tenant: t.tenant };
+      const found = sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'found' });
       const parked = sum(ms, 'ssodir_keycloak_tenant_parked', { system: t.system, tenant: t.tenant });
       const waiting = sum(ms, 'ssodir_stream_parked_records', { consumer: 'keycloak-sync', system: t.system, tenant: t.tenant });
       return [
         ['Parked (the realm is failing; records wait in order)', parked ? `yes, ${waiting ?? 0} records waiting` : 'no', parked ? 'off' : null],
         ['Last successful reconcile', last ? time(new Date(last * 1000).toISOString()) : 'none yet', last ? null : 'warn'],
-        ['Drift found by reconciles (all tenants)', drift.length ? drift.map((m) => `${m.labels.action}: ${m.value}`).join(', ') : 'none'],
+        ['Drift of the last reconcile (found / repaired / stale)', found === null ? 'no reconcile yet'
+          : `${found} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'repaired' }) ?? 0} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'stale' }) ?? 0}`,
+        found ? 'warn' : null],
       ];
     }, signal),
   ]);

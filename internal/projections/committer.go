@@ -1,0 +1,111 @@
+package projections
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// Defaults of a Committer.
+const (
+	// maxGroup bounds the events one commit applies together: the stream consumer keeps
+	// up to 32 records in flight per process.
+	maxGroup = 64
+	// maxCommits is how many commits of one pair of tables run at once. A record that
+	// arrives while fewer run is committed at once, so a quiet tenant pays no wait; under
+	// load the records that arrive while these run form the next groups.
+	maxCommits = 2
+	// commitTimeout bounds one commit, which outlives the callers that gave up on it.
+	commitTimeout = 30 * time.Second
+)
+
+// Committer is group commit for the live projector: events handed to Apply concurrently
+// (records of different aggregates, which the stream consumer delivers in parallel) are
+// applied together with ApplyBatch, whose conditional writes go out a transaction per 25
+// items and its activity items a BatchWriteItem per 25, instead of a PutItem each. Every
+// caller gets the outcome of its own event: if a group fails as a whole, each of its
+// events is applied again on its own with Apply, so that an event that cannot be written
+// (an item over DynamoDB's size limit, say) fails alone and holds no other back. Both
+// paths leave the tables as Apply of each event would, in any order, so grouping changes
+// nothing a reader can see.
+type Committer struct {
+	p *Projector
+	t Tables
+
+	mu      sync.Mutex
+	queue   []*pendingEvent
+	running int
+}
+
+type pendingEvent struct {
+	e    events.Envelope
+	done chan error
+}
+
+// Committer applies events to t in groups.
+func (p *Projector) Committer(t Tables) *Committer { return &Committer{p: p, t: t} }
+
+// Apply projects e, together with whatever other events are being applied at the same
+// moment, and returns once e is written, or ctx is done (the commit then still runs to
+// its end: its writes are idempotent and "only if newer", so a redelivery may follow).
+func (c *Committer) Apply(ctx context.Context, e events.Envelope) error {
+	if err := c.t.validate(); err != nil {
+		return err
+	}
+	pe := &pendingEvent{e: e, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, pe)
+	if c.running < maxCommits {
+		c.running++
+		go c.commitQueued()
+	}
+	c.mu.Unlock()
+	select {
+	case err := <-pe.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// commitQueued commits groups from the queue until it is empty.
+func (c *Committer) commitQueued() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.running--
+			c.mu.Unlock()
+			return
+		}
+		n := min(len(c.queue), maxGroup)
+		group := make([]*pendingEvent, n)
+		copy(group, c.queue)
+		c.queue = append(c.queue[:0], c.queue[n:]...)
+		c.mu.Unlock()
+		c.commit(group)
+	}
+}
+
+func (c *Committer) commit(group []*pendingEvent) {
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	defer cancel()
+	if len(group) > 1 {
+		es := make([]events.Envelope, len(group))
+		for i, pe := range group {
+			es[i] = pe.e
+		}
+		if err := c.p.ApplyBatch(ctx, c.t, es); err == nil {
+			for _, pe := range group {
+				pe.done <- nil
+			}
+			return
+		}
+	}
+	var wg sync.WaitGroup
+	for _, pe := range group {
+		wg.Go(func() { pe.done <- c.p.Apply(ctx, c.t, pe.e) })
+	}
+	wg.Wait()
+}

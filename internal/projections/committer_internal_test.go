@@ -1,0 +1,175 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// gatedDB is DynamoDB Local whose conditional writes of the read table wait for a gate,
+// and which counts them: PutItems, and the upserts of each TransactWriteItems.
+type gatedDB struct {
+	*dynamodb.Client
+	gate chan struct{}
+	// held counts the upserts of the calls waiting at the gate.
+	held atomic.Int32
+
+	mu     sync.Mutex
+	puts   int
+	groups []int
+}
+
+func (d *gatedDB) wait(upserts int) {
+	d.held.Add(int32(upserts))
+	<-d.gate
+}
+
+func (d *gatedDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	d.wait(1)
+	d.mu.Lock()
+	d.puts++
+	d.mu.Unlock()
+	return d.Client.PutItem(ctx, in, optFns...)
+}
+
+func (d *gatedDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	d.wait(len(in.TransactItems))
+	d.mu.Lock()
+	d.groups = append(d.groups, len(in.TransactItems))
+	d.mu.Unlock()
+	return d.Client.TransactWriteItems(ctx, in, optFns...)
+}
+
+func committerTables(t *testing.T, db *dynamodb.Client) Tables {
+	t.Helper()
+	base := dynamotest.UniqueName("commit")
+	tables := Tables{Users: base + "_users", Activities: base + "_activities"}
+	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(tables.Users), dynamo.ActivitiesTable(tables.Activities)} {
+		if err := dynamo.EnsureTable(t.Context(), db, spec); err != nil {
+			t.Fatal(err)
+		}
+		name := aws.ToString(spec.Input.TableName)
+		t.Cleanup(func() { _ = dynamo.DeleteTable(context.Background(), db, name) })
+	}
+	return tables
+}
+
+// created is the create of user name at version; attrs become the view's attributes.
+func created(name string, version int64, attrs map[string][]string) events.Envelope {
+	at := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC).Add(time.Duration(version) * time.Minute)
+	u := events.User{ID: name + "-id", Username: name, Email: name + "@example.com", FirstName: fmt.Sprint("v", version),
+		IsActive: true, Attributes: attrs, Version: version, CreatedAt: at, UpdatedAt: at}
+	p := &events.UserCreated{User: u}
+	if version > 1 {
+		return events.Envelope{EventID: fmt.Sprintf("ev-%s-%d", name, version), Type: events.UserUpdatedType, SchemaVersion: events.SchemaVersion,
+			Kind: events.KindUser, Key: name, Version: version, Actor: "test", CommandID: "cmd", CorrelationID: "corr", OccurredAt: at,
+			Payload: &events.UserUpdated{User: u}}
+	}
+	return events.Envelope{EventID: fmt.Sprintf("ev-%s-%d", name, version), Type: p.EventType(), SchemaVersion: events.SchemaVersion,
+		Kind: events.KindUser, Key: name, Version: version, Actor: "test", CommandID: "cmd", CorrelationID: "corr", OccurredAt: at, Payload: p}
+}
+
+func firstName(t *testing.T, db *dynamodb.Client, tables Tables, name string) (string, bool) {
+	t.Helper()
+	out, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(tables.Users), ConsistentRead: aws.Bool(true),
+		Key: configKey(dynamo.UserID(name))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Item == nil {
+		return "", false
+	}
+	u, err := decodeUser(out.Item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.FirstName, true
+}
+
+// TestCommitterGroupsConcurrentEvents: given events of many users handed to a Committer at
+// once, some of them older than what the table holds and one that DynamoDB cannot store
+// (an item over its 400 KB limit), when the first commits are held until the rest have
+// queued, then the queued events are written together (transactions of several upserts,
+// not a PutItem each), every caller learns its own outcome (only the oversized event
+// fails), nothing older is put over newer, and every other event is in the table.
+func TestCommitterGroupsConcurrentEvents(t *testing.T) {
+	client := dynamotest.Current(t).DynamoDB()
+	tables := committerTables(t, client)
+	// What the table already holds: newer versions of u00..u04.
+	direct := New(client, Options{})
+	for i := range 5 {
+		if err := direct.Apply(t.Context(), tables, created(fmt.Sprintf("u%02d", i), 3, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := &gatedDB{Client: client, gate: make(chan struct{})}
+	c := New(db, Options{}).Committer(tables)
+	const n = 40
+	const oversized = "u17"
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		name := fmt.Sprintf("u%02d", i)
+		var attrs map[string][]string
+		if name == oversized {
+			attrs = map[string][]string{"blob": {strings.Repeat("x", 420<<10)}}
+		}
+		wg.Go(func() { errs[i] = c.Apply(t.Context(), created(name, 2, attrs)) })
+	}
+	// Hold the first commits until every other event has queued behind them.
+	for {
+		c.mu.Lock()
+		queued, running := len(c.queue), c.running
+		c.mu.Unlock()
+		if running == maxCommits && queued+int(db.held.Load()) == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(db.gate)
+	wg.Wait()
+
+	for i, err := range errs {
+		name := fmt.Sprintf("u%02d", i)
+		if (err != nil) != (name == oversized) {
+			t.Errorf("%s: outcome %v", name, err)
+		}
+	}
+	grouped := 0
+	for _, g := range db.groups {
+		if g > maxUpsertsPerTransaction {
+			t.Errorf("a transaction of %d upserts", g)
+		}
+		grouped += g
+	}
+	if grouped < n/2 {
+		t.Errorf("%d upserts went out in transactions %v, %d as PutItems; want most of the %d events grouped", grouped, db.groups, db.puts, n)
+	}
+	for i := range n {
+		name := fmt.Sprintf("u%02d", i)
+		got, ok := firstName(t, client, tables, name)
+		switch {
+		case name == oversized:
+			if ok {
+				t.Errorf("%s is in the table", name)
+			}
+		case i < 5:
+			if got != "v3" {
+				t.Errorf("%s holds %q, want the newer v3 it held before", name, got)
+			}
+		case got != "v2":
+			t.Errorf("%s holds %q (present %v), want v2", name, got, ok)
+		}
+	}
+}
