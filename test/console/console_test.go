@@ -141,7 +141,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.run(a, "operations show the projector and keycloak-sync for the tenant",
 		click(`#nav a[href$="/ops"]`),
 		waitText("#projector-ready", "Ready"), waitText("#keycloak-sync-ready", "Ready"),
-		waitText("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"), waitText("#keycloak-sync-facts", "records wait in order"), waitText("#keycloak-sync-facts", "Drift of the last reconcile"), labelled())
+		waitPositive("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"), waitText("#keycloak-sync-facts", "records wait in order"), waitText("#keycloak-sync-facts", "Drift of the last reconcile"), labelled())
 	shots.take(b, a, "console-operations")
 	b.run(a, "today's activity across the tenant",
 		click(`#nav a[href$="/activity"]`), waitText("#tenant-activity li:first-child", "Member added"),

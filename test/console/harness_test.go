@@ -309,6 +309,12 @@ func waitNoText(sel, unwanted string) action {
 	return poll(fmt.Sprintf(`(() => { const el = document.querySelector(%q); return !!el && !el.innerText.includes(%q); })()`, sel, unwanted))
 }
 
+// waitPositive waits until the fact of the list sel whose term starts with term is a number
+// above zero.
+func waitPositive(sel, term string) action {
+	return poll(fmt.Sprintf(`(() => { const dt = [...document.querySelectorAll(%q + ' dt')].find((d) => d.innerText.startsWith(%q)); return !!dt && Number(dt.nextElementSibling.innerText) > 0; })()`, sel, term))
+}
+
 // waitFor waits until the selector matches.
 func waitFor(sel string) action {
 	return poll(fmt.Sprintf(`!!document.querySelector(%q)`, sel))

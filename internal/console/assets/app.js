@@ -797,8 +797,7 @@ async function consumerCard(title, base, consumer, t, extra, signal) {
   const stored = sum(ms, 'ssodir_stream_dead_letters_parked', l);
   const rows = [
     ['Lag of the last applied record', seconds(sum(ms, 'ssodir_stream_lag_seconds', l))],
-    ['Age of the newest record read', seconds(sum(ms, 'ssodir_stream_iterator_age_seconds', l))],
-    ['Records applied', String(sum(ms, 'ssodir_stream_records_total', l) ?? 0)],
+    ['Records applied (all tenants)', String(sum(ms, 'ssodir_stream_records_total', { consumer }) ?? 0)],
     ['Dead letters now stored', String(stored ?? 0), stored ? 'warn' : null],
     ['Dead letters written (failed / parked)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null],
     ['Stream gaps (replay needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
