@@ -20,8 +20,9 @@ export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy
 export AWS_ENDPOINT_URL_DYNAMODB="$endpoint" AWS_ENDPOINT_URL_DYNAMODB_STREAMS="$endpoint"
 export SSO_SECRET_KEY=$(cat "$data/secret.key") SSO_BOOTSTRAP_TOKEN="$token"
 export SSO_TABLE_PREFIX="${SSO_TABLE_PREFIX:-mbcsso_dev}"
-# DynamoDB Local has no per-shard read limit: poll the streams tightly for a short lag.
-export SSO_STREAM_POLL="${SSO_STREAM_POLL:-20ms}"
+# DynamoDB Local has no per-shard read limit: poll the streams tightly for a short lag (an
+# idle stream's pause doubles from it up to SSO_STREAM_IDLE_POLL_MAX, so idling stays cheap).
+export SSO_STREAM_POLL="${SSO_STREAM_POLL:-5ms}"
 export SSO_COMMAND_ADDR="${SSO_COMMAND_ADDR:-127.0.0.1:8080}" SSO_QUERY_ADDR="${SSO_QUERY_ADDR:-127.0.0.1:8081}"
 export SSO_PROJECTOR_ADDR="${SSO_PROJECTOR_ADDR:-127.0.0.1:8082}" SSO_KEYCLOAK_SYNC_ADDR="${SSO_KEYCLOAK_SYNC_ADDR:-127.0.0.1:8083}"
 # The web console is served by the query API and calls the other services from the browser.
@@ -62,7 +63,8 @@ start() {
 # The command API creates the shared tables the others read.
 start command-api "$SSO_COMMAND_ADDR"
 start projector "$SSO_PROJECTOR_ADDR"
-start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")"
+# X-Min-Version reads wait on the projector's progress feed.
+start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")" SSO_PROJECTOR_FEEDS="http://$SSO_PROJECTOR_ADDR"
 start keycloak-sync "$SSO_KEYCLOAK_SYNC_ADDR"
 
 api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@" >/dev/null; }

@@ -7,12 +7,14 @@ import (
 	"io"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/process"
+	"github.com/ssodir/ssodir/internal/progress"
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/projector"
 	"github.com/ssodir/ssodir/internal/streams"
@@ -126,11 +128,18 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	if err != nil {
 		return err
 	}
+	// Query APIs follow this feed (SSO_PROJECTOR_FEEDS) to wake the X-Min-Version reads
+	// waiting on what the projector writes.
+	feed := progress.NewFeed()
+	a.handler.Publish(feed)
 	return process.Consumer{
 		Service: "projector", Addr: a.cfg.Addr, Log: a.log, Registry: reg, Subscriber: sub,
 		Handle:   a.handler.HandleMessage,
 		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
 		OnListen: onListen, CORSOrigins: a.cfg.CORSOrigins,
+		Routes: func(e *echo.Echo) { e.GET(progress.Path, echo.WrapHandler(feed)) },
+		// The feed's streams end with the service, so that its server can shut down.
+		Background: []func(ctx context.Context){func(ctx context.Context) { <-ctx.Done(); feed.Close() }},
 	}.Run(ctx)
 }
 

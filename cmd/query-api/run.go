@@ -80,10 +80,12 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	}
 	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
+		ProjectorFeeds: cfg.ProjectorFeeds,
 	})
 	if err != nil {
 		return err
 	}
+	svc.FollowProjectors(ctx, &http.Client{}, log)
 	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
 		&http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
@@ -91,6 +93,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	}
 
 	reg := process.NewRegistry()
+	reg.MustRegister(svc.Collectors()...)
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "query-api", CORSOrigins: cfg.CORSOrigins})
 	queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)

@@ -21,7 +21,7 @@ const pollEvery = 5 * time.Millisecond
 
 // localPoll is the SSO_STREAM_POLL that `make run` (scripts/run-dev.sh) sets for DynamoDB
 // Local.
-const localPoll = "20ms"
+const localPoll = "5ms"
 
 func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	e, api, rawStream, err := writeEnv(ctx, b, sc)
@@ -33,7 +33,8 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	query, err := e.start(ctx, "query-api")
+	// X-Min-Version reads wait on the projector's progress feed.
+	query, err := e.start(ctx, "query-api", "SSO_PROJECTOR_FEEDS="+proj.url())
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +127,12 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			if proj, err = e.start(ctx, "projector", "SSO_STREAM_POLL="+poll); err != nil {
 				return nil, err
 			}
+			if err := query.stop(); err != nil {
+				return nil, err
+			}
+			if query, err = e.start(ctx, "query-api", "SSO_PROJECTOR_FEEDS="+proj.url()); err != nil {
+				return nil, err
+			}
 			if _, err := open(ctx, 0.75*throughput, sc.Warmup, func(ctx context.Context, _ int) error { _, err := create(ctx); return err }); err != nil {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
@@ -152,8 +159,10 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 					Notes: []string{fmt.Sprintf("%.0f%% of the command throughput measured in the same run (%.0f/s at c=8, projector and query API running)", load*100, throughput),
 						"projector_apply_p50_ms / _p99_ms: the projector's own ssodir_stream_apply_seconds (delivery → ack) over the window, as bucket upper bounds"},
 				}
-				if load == 0.75 {
-					r.Target = atMost("p99_ms", 50)
+				if load == 0.75 && poll != "" {
+					// Issue 16's targets, with the local poll: AWS's defaults wait for the
+					// per-shard read interval (400 ms) instead.
+					r.Target = atMost("p99_ms", map[string]float64{"X-Min-Version": 20, "polling": 30}[mode])
 				}
 				modes = append(modes, r)
 				results = append(results, r)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -254,6 +255,10 @@ type QueryAPI struct {
 	// (SSO_CONSOLE_CLIENT_ID, Authorization Code with PKCE against SSO_OIDC_ISSUER); empty
 	// means the console offers the development token only.
 	ConsoleClientID string
+	// ProjectorFeeds are the projectors' probe listeners (SSO_PROJECTOR_FEEDS, comma-
+	// separated http(s) URLs such as http://projector-0:8082) whose progress feeds
+	// X-Min-Version reads wait on; empty: they poll the read table.
+	ProjectorFeeds []string
 }
 
 // LoadQueryAPI reads QueryAPI from env.
@@ -267,6 +272,16 @@ func LoadQueryAPI(env Env) (QueryAPI, error) {
 	c.MaxWaiters = r.positive("SSO_MIN_VERSION_WAITERS", 512)
 	c.MaxTenantWaiters = r.positive("SSO_MIN_VERSION_WAITERS_PER_TENANT", 128)
 	c.ConsoleClientID = r.str("SSO_CONSOLE_CLIENT_ID", "")
+	for _, feed := range strings.Split(r.str("SSO_PROJECTOR_FEEDS", ""), ",") {
+		if feed = strings.TrimRight(strings.TrimSpace(feed), "/"); feed == "" {
+			continue
+		}
+		if u, err := url.Parse(feed); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			r.fail("SSO_PROJECTOR_FEEDS: %q is not an http(s) URL of a projector's probe listener", feed)
+			continue
+		}
+		c.ProjectorFeeds = append(c.ProjectorFeeds, feed)
+	}
 	if c.ConsoleClientID != "" && c.OIDCIssuer == "" {
 		r.fail("SSO_CONSOLE_CLIENT_ID needs SSO_OIDC_ISSUER (the issuer the console signs in at)")
 	}

@@ -38,6 +38,8 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadCommandAPI(e); return err }, nil},
 		{"the console's client id needs an issuer", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_CONSOLE_CLIENT_ID": "ssodir-console"},
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
+		{"a projector feed must be an http(s) URL", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_PROJECTOR_FEEDS": "http://p0:8082, projector-1:8082"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_PROJECTOR_FEEDS", "projector-1:8082"}},
 		{"a bad retention is refused", map[string]string{"SSO_ACTIVITY_RETENTION": "ninety days"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_ACTIVITY_RETENTION"}},
 		{"stream knobs are checked", map[string]string{"SSO_STREAM_POLL": "2s", "SSO_STREAM_IDLE_POLL_MAX": "1s", "SSO_STREAM_LEASE_SCAN": "10ms", "SSO_STREAM_CONSUMERS": "0"},
@@ -118,6 +120,11 @@ func TestQueryAPINeverReadsTheSecretKey(t *testing.T) {
 	}
 	if q.MaxWaiters != 512 || q.MaxTenantWaiters != 128 {
 		t.Errorf("waiter caps %d/%d, want the defaults 512/128", q.MaxWaiters, q.MaxTenantWaiters)
+	}
+	q, err = LoadQueryAPI(Map(map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",
+		"SSO_PROJECTOR_FEEDS": " http://projector-0:8082/, https://projector-1:8082,"}))
+	if err != nil || len(q.ProjectorFeeds) != 2 || q.ProjectorFeeds[0] != "http://projector-0:8082" || q.ProjectorFeeds[1] != "https://projector-1:8082" {
+		t.Errorf("SSO_PROJECTOR_FEEDS gave %q (%v)", q.ProjectorFeeds, err)
 	}
 }
 

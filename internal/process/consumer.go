@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -32,6 +33,9 @@ type Consumer struct {
 	Background []func(ctx context.Context)
 	// CORSOrigins may read the probes and metrics from a browser (the web console).
 	CORSOrigins []string
+	// Routes adds routes of the service's own beside the probes (the projector's progress
+	// feed).
+	Routes func(e *echo.Echo)
 }
 
 // routerCloseTimeout stays above the subscriber's own shutdown timeout, so that the
@@ -57,6 +61,9 @@ func (c Consumer) Run(ctx context.Context) error {
 		}
 		return c.Subscriber.Ready()
 	}, c.Registry)
+	if c.Routes != nil {
+		c.Routes(e)
+	}
 	ln, err := listen(c.Addr, c.OnListen)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/progress"
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -33,7 +34,13 @@ type Handler struct {
 	mu         sync.Mutex
 	cache      map[string]cachedTables
 	committers map[projections.Tables]*projections.Committer
+	// progress hears of every record written to a tenant's current tables (nil: nobody).
+	progress *progress.Feed
 }
+
+// Publish makes the handler tell feed what it has written, so that query APIs following
+// the feed wake the X-Min-Version reads waiting on it.
+func (h *Handler) Publish(feed *progress.Feed) { h.progress = feed }
 
 type cachedTables struct {
 	targets []projections.Tables
@@ -72,9 +79,13 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range targets {
+	for i, t := range targets {
 		if err := h.committer(t).Apply(ctx, env); err != nil {
 			return fmt.Errorf("project %s v%d into %s: %w", env.Entity(), env.Version, t.Users, err)
+		}
+		if i == 0 && h.progress != nil {
+			h.progress.Publish(progress.Notice{System: rec.System, Tenant: rec.Tenant,
+				ID: dynamo.AggregateID(env.Kind, env.Key), Version: env.Version})
 		}
 	}
 	return nil

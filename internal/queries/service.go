@@ -4,18 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
+	"github.com/ssodir/ssodir/internal/progress"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -45,6 +50,10 @@ type Options struct {
 	// TenantTTL is how long a tenant row is cached; 0 means DefaultTenantTTL, and it is
 	// never more than MaxTenantTTL.
 	TenantTTL time.Duration
+	// ProjectorFeeds are the projectors' probe listeners whose progress feeds
+	// FollowProjectors follows (SSO_PROJECTOR_FEEDS): X-Min-Version reads then wait on
+	// the projectors' progress and poll only as a safety net.
+	ProjectorFeeds []string
 }
 
 // Service answers the query API's reads.
@@ -54,6 +63,7 @@ type Service struct {
 	cursors cursors
 	minWait time.Duration
 	watches *watches
+	feeds   []string
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -75,7 +85,42 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
 		return s.observe(ctx, k, true)
 	})
+	s.feeds = slices.Clone(opts.ProjectorFeeds)
+	s.watches.feeds = len(s.feeds)
 	return s, nil
+}
+
+// FollowProjectors follows the progress feed of every projector in
+// Options.ProjectorFeeds until ctx is done, waking the X-Min-Version reads waiting on what
+// they write.
+func (s *Service) FollowProjectors(ctx context.Context, client *http.Client, log *zap.Logger) {
+	for _, url := range s.feeds {
+		go progress.Follow(ctx, client, url, func(n progress.Notice) {
+			s.watches.notices.Add(1)
+			s.watches.notify(watchKey{n.System, n.Tenant, n.ID}, n.Version)
+		}, func(up bool) {
+			if up {
+				s.watches.connected.Add(1)
+			} else {
+				s.watches.connected.Add(-1)
+			}
+		}, log)
+	}
+}
+
+// Collectors are the metrics of X-Min-Version waiting: reads waiting now, reads refused
+// beyond the caps, projector feeds connected and the notices they brought.
+func (s *Service) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ssodir_min_version_waiting",
+			Help: "X-Min-Version reads waiting now."}, func() float64 { n, _ := s.watches.waiting("", ""); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ssodir_min_version_refused_total",
+			Help: "X-Min-Version reads refused at once (503) beyond the waiter caps."}, func() float64 { return float64(s.watches.refused.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ssodir_projector_feeds_connected",
+			Help: "Projector progress feeds followed and connected now (SSO_PROJECTOR_FEEDS)."}, func() float64 { return float64(s.watches.connected.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ssodir_projector_notices_total",
+			Help: "Notices of written records heard from the projectors' feeds."}, func() float64 { return float64(s.watches.notices.Load()) }),
+	}
 }
 
 // Tenant is a tenant's public settings.

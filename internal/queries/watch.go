@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -44,10 +45,12 @@ type waiter struct {
 }
 
 // watch is one watched item: its waiters, served by one poller, and the poller's last
-// observation (nil before its first read).
+// observation (nil before its first read). wake tells the poller to read now: a projector
+// said it wrote a version some waiter asks for.
 type watch struct {
 	waiters map[*waiter]struct{}
 	last    *observation
+	wake    chan struct{}
 }
 
 // watches make X-Min-Version reads shared and bounded: every request waiting on the same
@@ -63,6 +66,14 @@ type watches struct {
 	read      func(ctx context.Context, k watchKey) observation
 	maxTotal  int
 	maxTenant int
+	// While every projector feed the process follows is connected (feeds > 0 and
+	// connected == feeds), a watch reads when a notice wakes it, and polls only every
+	// safetyPoll besides.
+	feeds      int
+	connected  atomic.Int32
+	safetyPoll time.Duration
+	// refused counts the reads refused beyond the caps; notices the feeds' notices.
+	refused, notices atomic.Int64
 
 	mu        sync.Mutex
 	total     int
@@ -77,7 +88,7 @@ func newWatches(maxTotal, maxTenant int, read func(ctx context.Context, k watchK
 	if maxTenant <= 0 {
 		maxTenant = DefaultMaxTenantWaiters
 	}
-	return &watches{read: read, maxTotal: maxTotal, maxTenant: maxTenant,
+	return &watches{read: read, maxTotal: maxTotal, maxTenant: maxTenant, safetyPoll: maxPoll,
 		perTenant: map[string]int{}, byKey: map[watchKey]*watch{}}
 }
 
@@ -100,13 +111,14 @@ func (w *watches) subscribe(k watchKey, min int64) (wt *waiter, ready *observati
 	}
 	tk := k.tenantKey()
 	if w.total >= w.maxTotal || w.perTenant[tk] >= w.maxTenant {
+		w.refused.Add(1)
 		return nil, nil, false
 	}
 	w.total++
 	w.perTenant[tk]++
 	wt = &waiter{min: min, done: make(chan observation, 1)}
 	if !ok {
-		wa = &watch{waiters: map[*waiter]struct{}{}}
+		wa = &watch{waiters: map[*waiter]struct{}{}, wake: make(chan struct{}, 1)}
 		w.byKey[k] = wa
 		go w.poll(k, wa)
 	}
@@ -130,6 +142,32 @@ func (w *watches) leave(k watchKey, wt *waiter) (subscribed bool) {
 		}
 	}
 	return subscribed
+}
+
+// notify wakes the watch of k if a waiter asks for version or less: a projector has
+// written that version (progress.Notice). The watch then reads the item; a notice is never
+// an answer by itself.
+func (w *watches) notify(k watchKey, version int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wa, ok := w.byKey[k]
+	if !ok {
+		return
+	}
+	for wt := range wa.waiters {
+		if wt.min <= version {
+			select {
+			case wa.wake <- struct{}{}:
+			default: // a wake is already pending
+			}
+			return
+		}
+	}
+}
+
+// feedsLive reports whether every projector feed followed is connected.
+func (w *watches) feedsLive() bool {
+	return w.feeds > 0 && int(w.connected.Load()) == w.feeds
 }
 
 // waiting is how many reads wait now, in all and for one tenant.
@@ -174,12 +212,22 @@ func (w *watches) wait(ctx context.Context, k watchKey, min int64, wait time.Dur
 
 // poll is a watch's one poller: it reads the item until no waiter is left, at once and
 // then backing off as the watch ages, so a watch costs at most about fastPolls +
-// wait/maxPoll reads per wait however many requests share it.
+// wait/maxPoll reads per wait however many requests share it. While the projectors' feeds
+// are connected it reads when woken by a notice, and every safetyPoll besides.
 func (w *watches) poll(k watchKey, wa *watch) {
 	delay := pollStep
 	for polls := 0; ; polls++ {
 		if polls > 0 {
-			time.Sleep(delay)
+			pause := delay
+			if w.feedsLive() {
+				pause = max(delay, w.safetyPoll)
+			}
+			timer := time.NewTimer(pause)
+			select {
+			case <-timer.C:
+			case <-wa.wake:
+				timer.Stop()
+			}
 			if polls >= fastPolls {
 				delay = min(2*delay, maxPoll)
 			}

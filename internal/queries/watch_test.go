@@ -215,3 +215,53 @@ func TestWatchAnswersFromItsLastReadWithoutAPlace(t *testing.T) {
 	cancel()
 	<-waited
 }
+
+// TestWatchesWakeOnProjectorProgress: while the projectors' feeds are connected, a waiting
+// read is answered when a notice says its version was written, not on the poll schedule
+// (here an hour: without the wake-up the wait would time out), and it is answered from a
+// read of the item, never from the notice alone.
+func TestWatchesWakeOnProjectorProgress(t *testing.T) {
+	view := newFakeView()
+	w := newWatches(10, 10, view.read)
+	w.feeds, w.safetyPoll = 1, time.Hour
+	w.connected.Add(1)
+	k := watchKey{"acme", "eu", "user#jdoe"}
+	view.set(k, 1)
+	done := make(chan error, 1)
+	var got observation
+	go func() {
+		var err error
+		got, err = w.wait(context.Background(), k, 2, 5*time.Second, "user")
+		done <- err
+	}()
+	eventuallyTrue(t, func() bool { return view.readsOf(k) == 1 }) // the read at once
+	w.notify(k, 1)                                                 // older than asked: no read
+	w.notify(watchKey{"acme", "eu", "user#other"}, 5)              // another item: no read
+	time.Sleep(50 * time.Millisecond)
+	if r := view.readsOf(k); r != 1 {
+		t.Fatalf("%d reads after notices that cannot answer the waiter, want 1", r)
+	}
+	view.set(k, 2)
+	w.notify(k, 2)
+	if err := <-done; err != nil {
+		t.Fatalf("the wait ended with %v", err)
+	}
+	if got.version != 2 || view.readsOf(k) != 2 {
+		t.Fatalf("answered version %d after %d reads, want 2 after 2", got.version, view.readsOf(k))
+	}
+
+	t.Run("a notice ahead of the table wakes a read that finds the old version, and the waiter waits on", func(t *testing.T) {
+		k := watchKey{"acme", "eu", "user#ann"}
+		view.set(k, 1)
+		done := make(chan error, 1)
+		go func() { _, err := w.wait(context.Background(), k, 2, 300*time.Millisecond, "user"); done <- err }()
+		eventuallyTrue(t, func() bool { return view.readsOf(k) == 1 })
+		w.notify(k, 2) // the table still says 1
+		if err := <-done; apperr.KindOf(err) != apperr.KindUnavailable {
+			t.Fatalf("the wait ended with %v, want the 503 of a version not reached", err)
+		}
+		if r := view.readsOf(k); r != 2 {
+			t.Fatalf("%d reads, want the first and the one the notice woke", r)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,8 +66,8 @@ func walk[T any](t *testing.T, u string, limit int, between func()) []T {
 func TestQueriesEndToEnd(t *testing.T) {
 	e := newEnv(t)
 	api := e.start("command-api")
-	e.start("projector")
-	q := e.start("query-api")
+	proj := e.start("projector")
+	q := e.start("query-api", "SSO_PROJECTOR_FEEDS=http://"+proj.addr)
 	path := provision(t, api, "qe", "t1")
 	other := provision(t, api, "qe", "t2")
 	cmd, read := "http://"+api.addr+path, "http://"+q.addr+path
@@ -104,6 +105,16 @@ func TestQueriesEndToEnd(t *testing.T) {
 	mustStatus(t, call(t, "GET", read+"/groups/alpha", nil, "X-Min-Version", "2"), 200)
 	mustStatus(t, call(t, "DELETE", cmd+"/users/dee", nil), 204)
 	mustStatus(t, call(t, "GET", read+"/users/dee", nil, "X-Min-Version", "2"), 404)
+	// Those reads waited on the projector's progress feed, not on the table alone.
+	metrics := string(call(t, "GET", "http://"+q.addr+"/metrics", nil).body)
+	for _, want := range []string{"ssodir_projector_feeds_connected 1", "ssodir_min_version_refused_total 0"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the query API's metrics lack %q", want)
+		}
+	}
+	if strings.Contains(metrics, "ssodir_projector_notices_total 0\n") || !strings.Contains(metrics, "ssodir_projector_notices_total ") {
+		t.Error("the query API heard no notice from the projector's feed")
+	}
 
 	usernames := func(us []userJSON) []string {
 		var out []string

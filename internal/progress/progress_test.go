@@ -1,0 +1,114 @@
+package progress
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// follower follows a feed and keeps what it heard.
+type follower struct {
+	mu        sync.Mutex
+	notices   []Notice
+	connected int
+}
+
+func (f *follower) notify(n Notice) { f.mu.Lock(); f.notices = append(f.notices, n); f.mu.Unlock() }
+func (f *follower) up(up bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if up {
+		f.connected++
+	} else {
+		f.connected--
+	}
+}
+func (f *follower) state() (int, []Notice) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.connected, append([]Notice(nil), f.notices...)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestFeed: a query API following a projector's feed over HTTP hears every notice
+// published while it is connected, in order; a feed restarted at the same address is
+// followed again; Close ends the streams so the server can stop.
+func TestFeed(t *testing.T) {
+	feed := NewFeed()
+	var serving atomic.Pointer[Feed] // the projector now listening at the address
+	serving.Store(feed)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != Path {
+			http.NotFound(w, r)
+			return
+		}
+		serving.Load().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var f follower
+	go Follow(ctx, srv.Client(), srv.URL, f.notify, f.up, zap.NewNop())
+	eventually(t, "the follower to connect", func() bool { return feed.Subscribers() == 1 })
+	want := []Notice{{"acme", "eu", "user#ann", 1}, {"acme", "eu", "group#staff", 7}, {"acme", "us", "user#ann", 2}}
+	for _, n := range want {
+		feed.Publish(n)
+	}
+	eventually(t, "the notices", func() bool { _, got := f.state(); return len(got) == len(want) })
+	if connected, got := f.state(); connected != 1 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("connected %d, heard %v, want %v", connected, got, want)
+	}
+
+	// The projector stops (its feed closes), and a new one serves at the same address.
+	feed.Close()
+	eventually(t, "the follower to notice the end", func() bool { c, _ := f.state(); return c == 0 })
+	next := NewFeed()
+	serving.Store(next)
+	eventually(t, "the follower to reconnect", func() bool { return next.Subscribers() == 1 })
+	next.Publish(Notice{"acme", "eu", "user#bob", 3})
+	eventually(t, "the notice of the new feed", func() bool { _, got := f.state(); return len(got) == 4 })
+	if c, _ := f.state(); c != 1 {
+		t.Fatalf("connected %d after the reconnect, want 1", c)
+	}
+	cancel()
+	eventually(t, "the follower to leave", func() bool { return next.Subscribers() == 0 })
+	next.Close()
+}
+
+// TestPublishDropsASlowSubscriber: a subscriber whose buffer is full is dropped (its
+// stream ends and it reconnects) rather than slowing the projector down.
+func TestPublishDropsASlowSubscriber(t *testing.T) {
+	feed := NewFeed()
+	slow := make(chan Notice, 2)
+	fast := make(chan Notice, 10)
+	feed.subs[slow], feed.subs[fast] = struct{}{}, struct{}{}
+	for v := range int64(3) {
+		feed.Publish(Notice{"acme", "eu", "user#ann", v + 1})
+	}
+	if feed.Subscribers() != 1 {
+		t.Fatalf("%d subscribers, want the slow one dropped", feed.Subscribers())
+	}
+	if n := len(fast); n != 3 {
+		t.Fatalf("the fast subscriber got %d notices, want 3", n)
+	}
+	<-slow
+	<-slow
+	if _, open := <-slow; open {
+		t.Fatal("the slow subscriber's channel is still open")
+	}
+}
