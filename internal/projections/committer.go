@@ -10,8 +10,8 @@ import (
 
 // Defaults of a Committer.
 const (
-	// maxGroup bounds the events one commit applies together: the stream consumer keeps
-	// up to 32 records in flight per process.
+	// maxGroup bounds the events one commit applies together: the projector's stream
+	// consumer keeps up to 64 records of a shard in flight.
 	maxGroup = 64
 	// maxCommits is how many commits of one pair of tables run at once. A record that
 	// arrives while fewer run is committed at once, so a quiet tenant pays no wait; under
