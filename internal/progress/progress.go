@@ -146,13 +146,20 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Follow reads the feed at url (a projector's probe listener, e.g. http://host:8082) until
 // ctx is done, handing each notice to notify. It reconnects after a failure, after a
-// pause that doubles up to 10 s, and tells connected when it starts and stops reading.
+// pause that doubles up to 10 s while the feed cannot be reached and is 100 ms again once a
+// stream was served, and tells connected when it starts and stops reading.
 func Follow(ctx context.Context, client *http.Client, url string, notify func(Notice), connected func(bool), log *zap.Logger) {
-	pause := 100 * time.Millisecond
+	const firstPause = 100 * time.Millisecond
+	pause := firstPause
 	for ctx.Err() == nil {
-		err := follow(ctx, client, url+Path, notify, connected)
+		served, err := follow(ctx, client, url+Path, notify, connected)
 		if ctx.Err() != nil {
 			return
+		}
+		if served {
+			// The feed was there: a lost stream (a projector restarted) is not a feed that
+			// keeps failing, so the next one is sought as soon as at first.
+			pause = firstPause
 		}
 		log.Info("projector progress feed lost; X-Min-Version reads poll until it is back", zap.String("feed", url), zap.Error(err))
 		select {
@@ -164,21 +171,22 @@ func Follow(ctx context.Context, client *http.Client, url string, notify func(No
 	}
 }
 
-func follow(ctx context.Context, client *http.Client, url string, notify func(Notice), connected func(bool)) error {
+// follow reads one stream of the feed; served reports that the feed answered it.
+func follow(ctx context.Context, client *http.Client, url string, notify func(Notice), connected func(bool)) (served bool, err error) {
 	// A feed that says nothing for three keep-alives is dead.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		return false, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	connected(true)
 	defer connected(false)
@@ -193,12 +201,12 @@ func follow(ctx context.Context, client *http.Client, url string, notify func(No
 		}
 		var n Notice
 		if err := json.Unmarshal(line, &n); err != nil {
-			return fmt.Errorf("feed line %q: %w", line, err)
+			return true, fmt.Errorf("feed line %q: %w", line, err)
 		}
 		notify(n)
 	}
 	if err := sc.Err(); err != nil {
-		return err
+		return true, err
 	}
-	return fmt.Errorf("the feed ended")
+	return true, fmt.Errorf("the feed ended")
 }

@@ -112,3 +112,62 @@ func TestPublishDropsASlowSubscriber(t *testing.T) {
 		t.Fatal("the slow subscriber's channel is still open")
 	}
 }
+
+// TestFeedOutlivesTheListenersTimeouts: every ssodir listener has read and write timeouts
+// (httpapi.DefaultLimits, 30 s each) for its requests; a feed is one request that lasts as
+// long as the projector, so they must not cut it (each write of the feed sets its own
+// deadline, and net/http leaves a request whose body is read alone after its read
+// deadline).
+func TestFeedOutlivesTheListenersTimeouts(t *testing.T) {
+	feed := NewFeed()
+	defer feed.Close()
+	srv := httptest.NewUnstartedServer(feed)
+	srv.Config.ReadTimeout = 100 * time.Millisecond
+	srv.Config.WriteTimeout = 100 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var f follower
+	var ups atomic.Int32
+	go Follow(ctx, srv.Client(), srv.URL, f.notify, func(up bool) {
+		if up {
+			ups.Add(1)
+		}
+		f.up(up)
+	}, zap.NewNop())
+	eventually(t, "the follower to connect", func() bool { return feed.Subscribers() == 1 })
+	for v := range int64(5) {
+		time.Sleep(100 * time.Millisecond)
+		feed.Publish(Notice{"acme", "eu", "user#ann", v + 1})
+	}
+	eventually(t, "the notices", func() bool { _, got := f.state(); return len(got) == 5 })
+	if c, _ := f.state(); c != 1 || ups.Load() != 1 {
+		t.Fatalf("connected %d after %d connections, want one connection that lasted", c, ups.Load())
+	}
+}
+
+// TestFollowReconnectsAtOnceAfterAStreamThatWorked: the pause before reconnecting grows
+// while connecting fails, and starts again from its minimum once a stream was served, so
+// that a feed lost now and then (a projector restarted) is back within 100 ms each time.
+func TestFollowReconnectsAtOnceAfterAStreamThatWorked(t *testing.T) {
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Each stream brings one notice and ends.
+		served.Add(1)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"system":"acme","tenant":"eu","id":"user#ann","version":1}` + "\n"))
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var f follower
+	go Follow(ctx, srv.Client(), srv.URL, f.notify, f.up, zap.NewNop())
+	// Growing pauses (100, 200, 400, 800 ms …) allow 4 streams in 1.6 s; pauses that start
+	// again at 100 ms allow about 16.
+	time.Sleep(1600 * time.Millisecond)
+	if n := served.Load(); n < 8 {
+		t.Fatalf("%d streams in 1.6 s: the pause kept growing after streams that worked", n)
+	}
+}
