@@ -78,7 +78,7 @@ func benchCatchup(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		What: fmt.Sprintf("projector stopped, %d creates accepted, projector started: history records applied per second, from its start until every record is applied",
 			sc.CatchupCommands),
 		BaselineWhat: fmt.Sprintf("GetRecords drain of the same stream records, then BatchWriteItem of the same read items (user view, activity) on %d workers", writeConcurrency),
-		Target:       atLeast("per_s", 0.80),
+		Target:       atLeast("per_s", 0.85),
 		Notes: []string{fmt.Sprintf("each create is %d stream records, one of them a history record; records/s counts history records", recordsPerCreate),
 			"ready_ms: until /readyz; first_record_ms: until the first record is applied; after_first_per_s: the rate from then on"},
 	}
