@@ -116,8 +116,8 @@ func TestPublishDropsASlowSubscriber(t *testing.T) {
 // TestFeedOutlivesTheListenersTimeouts: every ssodir listener has read and write timeouts
 // (httpapi.DefaultLimits, 30 s each) for its requests; a feed is one request that lasts as
 // long as the projector, so they must not cut it (each write of the feed sets its own
-// deadline, and net/http leaves a request whose body is read alone after its read
-// deadline).
+// deadline, and net/http clears the read deadline once a request without a body has been
+// read).
 func TestFeedOutlivesTheListenersTimeouts(t *testing.T) {
 	feed := NewFeed()
 	defer feed.Close()
