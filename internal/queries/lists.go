@@ -3,9 +3,6 @@ package queries
 import (
 	"context"
 	"fmt"
-	"maps"
-	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -28,33 +25,6 @@ type listSpec struct {
 	ascending bool
 	// keyAttrs are the attributes of a LastEvaluatedKey: the table's key and the index's.
 	keyAttrs []string
-	// projection, if set, is the Query's ProjectionExpression (see project).
-	projection string
-}
-
-// project has the list's Queries return only attrs and the cursor's key attributes: a
-// smaller response for DynamoDB to serialise and for the SDK to decode. Attributes left out
-// decode as their zero value, so attrs must hold every attribute the list's accept reads.
-func (s *listSpec) project(attrs []string) {
-	names := maps.Clone(s.names)
-	if names == nil {
-		names = map[string]string{}
-	}
-	seen := map[string]bool{}
-	var b strings.Builder
-	for _, a := range append(append([]string(nil), attrs...), s.keyAttrs...) {
-		if seen[a] {
-			continue
-		}
-		seen[a] = true
-		n := "#p" + strconv.Itoa(len(seen))
-		names[n] = a
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(n)
-	}
-	s.names, s.projection = names, b.String()
 }
 
 // activitiesTableKey is the key of the activities table itself.
@@ -110,9 +80,6 @@ func runList[T any](ctx context.Context, db DB, c cursors, spec listSpec, p Page
 		}
 		if spec.index != "" {
 			in.IndexName = aws.String(spec.index)
-		}
-		if spec.projection != "" {
-			in.ProjectionExpression = aws.String(spec.projection)
 		}
 		out, err := db.Query(ctx, in)
 		if err != nil {

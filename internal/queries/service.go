@@ -317,7 +317,6 @@ func (s *Service) Users(ctx context.Context, system, tenant string, q UsersQuery
 		spec.keyAttrs = indexKey("kind", "updated_sort")
 	}
 	spec.id.System, spec.id.Tenant = system, tenant
-	spec.project(userListAttrs)
 	page, err := runList(ctx, s.db, s.cursors, spec, q.Page, acceptUsers)
 	return page, s.fail(t, err)
 }
@@ -340,11 +339,6 @@ func namePrefixSpec(t tables, list, index, sortAttr, prefix string) listSpec {
 		keyAttrs:  indexKey("kind", sortAttr),
 	}
 }
-
-// userListAttrs are the attributes of a user item that acceptUsers reads (userJSON and the
-// tombstone guard); the users lists read nothing else (TestUserListsMatchTheUserRead).
-var userListAttrs = []string{"user_id", "username", "email", "first_name", "last_name", "is_active",
-	"attributes", "version", "created_at", "config_updated_at", "is_deleted"}
 
 func acceptUsers(_ context.Context, raw []map[string]types.AttributeValue) ([]*objects.User, error) {
 	out := make([]*objects.User, len(raw))

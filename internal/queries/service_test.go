@@ -312,8 +312,8 @@ func TestNewRefusesAShortCursorKey(t *testing.T) {
 	}
 }
 
-// The users lists read only userListAttrs; every list item must still be the user a GET
-// answers, every field of it.
+// Every users list item is the user a GET answers, every field of it (the lists and the GET
+// decode the same items through different paths).
 func TestUserListsMatchTheUserRead(t *testing.T) {
 	svc, f := fixture(t, nil, Options{})
 	ctx := t.Context()
