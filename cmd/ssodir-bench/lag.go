@@ -55,6 +55,13 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		throughput = s.rate()
 	}
 	b.logf("   command throughput for the lag loads: %.0f/s", throughput)
+	// warmUp creates at rate for a warm-up, so that the projector reads at that pace.
+	warmUp := func(rate float64) error {
+		if _, err := open(ctx, rate, sc.Warmup, func(ctx context.Context, _ int) error { _, err := create(ctx); return err }); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		return nil
+	}
 
 	visible := func(ctx context.Context, username string, minVersion bool) error {
 		url := query.url() + tenantPath() + "/users/" + username
@@ -133,8 +140,8 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			if query, err = e.start(ctx, "query-api", "SSO_PROJECTOR_FEEDS="+proj.url()); err != nil {
 				return nil, err
 			}
-			if _, err := open(ctx, 0.75*throughput, sc.Warmup, func(ctx context.Context, _ int) error { _, err := create(ctx); return err }); err != nil {
-				return nil, fmt.Errorf("warm-up: %w", err)
+			if err := warmUp(0.75 * throughput); err != nil {
+				return nil, err
 			}
 		}
 		// A projector reads its shard only after its first lease tick (2s after its
@@ -181,8 +188,8 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 					// first window after it would measure how late a write to an idle
 					// tenant is seen, not the lag at this load. Creates at the load first
 					// bring the reads back to its pace, as before every other window.
-					if _, err := open(ctx, rate, sc.Warmup, func(ctx context.Context, _ int) error { _, err := create(ctx); return err }); err != nil {
-						return nil, fmt.Errorf("warm-up: %w", err)
+					if err := warmUp(rate); err != nil {
+						return nil, err
 					}
 				}
 				for i, r := range modes {
