@@ -135,6 +135,12 @@ type Config struct {
 	TimestampAttribute string
 	// GetRecordsLimit is the page size of GetRecords. Default 1000 (the maximum).
 	GetRecordsLimit int32
+	// Payloads makes every message carry its Record as JSON in its payload, for consumers
+	// whose messages leave the process (a watermill Publisher, a forwarder). Without it
+	// the payload is empty and handlers read the record with DecodeRecord, from the
+	// message's context: encoding each record was a sixth of the projector's CPU in
+	// make bench's catch-up, for bytes that nothing in ssodir reads.
+	Payloads bool
 }
 
 func (c *Config) setDefaults() {

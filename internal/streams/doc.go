@@ -19,8 +19,10 @@
 //		...
 //	})
 //
-// A message's payload is the Record as JSON (attribute values in DynamoDB's own lossless
-// JSON shape); DecodeRecord gives it back with dynamodb/types attribute values. The UUID is
+// DecodeRecord gives a message's Record back with dynamodb/types attribute values: the
+// Subscriber hands it over in the message's context. The payload is empty unless
+// Config.Payloads asks for the Record as JSON (attribute values in DynamoDB's own lossless
+// JSON shape), for messages that leave the process; DecodeRecord reads that too. The UUID is
 // derived from stream ARN and sequence number, so a redelivery has the same UUID. Metadata
 // carries system, tenant, table, stream, shard, sequence number, aggregate, event name,
 // attempt and, for TTL deletions, ttl_deletion=true.

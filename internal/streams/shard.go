@@ -25,7 +25,8 @@ type entry struct {
 	rec     Record
 	payload []byte
 	uuid    string
-	// poison is why the record could not be encoded; it becomes a dead letter untried.
+	// poison is why the record could not be read or encoded; it becomes a dead letter
+	// untried.
 	poison   string
 	attempts int
 	done     bool // applied or dead-lettered
@@ -776,7 +777,7 @@ func (w *shardWorker) entries(recs []stypes.Record, last string) []*entry {
 		last = seq
 		r, err := fromStreamRecord(w.stream, w.shardID, rec, w.s.cfg.AggregateAttribute)
 		e := &entry{rec: r, uuid: MessageUUID(w.stream.StreamARN, seq)}
-		if err == nil {
+		if err == nil && w.s.cfg.Payloads {
 			e.payload, err = json.Marshal(r)
 		}
 		if err != nil {
