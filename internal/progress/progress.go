@@ -1,7 +1,9 @@
 // Package progress lets query APIs wait on the projector's progress instead of polling
-// the read tables: a projector publishes a Notice on its Feed once an aggregate's record is
-// written to the tenant's current read tables, and a query API that Follows the feed wakes
-// the X-Min-Version reads waiting on that aggregate, which then read the item once.
+// the read tables: a projector publishes a Notice on its Feed once an aggregate's view in
+// the tenant's current read tables holds a record's version (as soon as the view's
+// transaction is done; the record's activity and membership items may follow), and a query
+// API that Follows the feed wakes the X-Min-Version reads waiting on that aggregate, which
+// then read the view once.
 //
 // A notice is only a hint. Readers always answer from a strongly consistent read of the
 // item, never from a notice, so a lost, late or duplicated notice costs time, never
@@ -25,8 +27,8 @@ import (
 // Path is where a projector serves its feed.
 const Path = "/v1/applied"
 
-// Notice says that a projector has written version Version of the aggregate ID (its
-// partition key, e.g. "user#ann") to the tenant's current read tables.
+// Notice says that the view of the aggregate ID (its partition key, e.g. "user#ann") in the
+// tenant's current read tables holds version Version or a newer one.
 type Notice struct {
 	System  string `json:"system"`
 	Tenant  string `json:"tenant"`

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 )
 
@@ -42,6 +43,16 @@ type Committer struct {
 type pendingEvent struct {
 	e    events.Envelope
 	done chan error
+	// viewed (may be nil) is called once, as soon as the event's aggregate view holds its
+	// version; once guards it, since the group and the fallback may both get there.
+	viewed func()
+	once   sync.Once
+}
+
+func (pe *pendingEvent) seen() {
+	if pe.viewed != nil {
+		pe.once.Do(pe.viewed)
+	}
 }
 
 // Committer applies events to t in groups.
@@ -50,11 +61,18 @@ func (p *Projector) Committer(t Tables) *Committer { return &Committer{p: p, t: 
 // Apply projects e, together with whatever other events are being applied at the same
 // moment, and returns once e is written, or ctx is done (the commit then still runs to
 // its end: its writes are idempotent and "only if newer", so a redelivery may follow).
-func (c *Committer) Apply(ctx context.Context, e events.Envelope) error {
+//
+// viewed, if not nil, is called once as soon as the view of e's aggregate (its `config`
+// item) holds e's version or a newer one: when the transaction that wrote it is done,
+// before the group's membership, cascade and activity items, so that a reader waiting
+// for that version (X-Min-Version) need not wait for the rest of the group. It is called
+// from the commit's goroutine and must not block; it may be called although Apply then
+// fails on a later write of e.
+func (c *Committer) Apply(ctx context.Context, e events.Envelope, viewed func()) error {
 	if err := c.t.validate(); err != nil {
 		return err
 	}
-	pe := &pendingEvent{e: e, done: make(chan error, 1)}
+	pe := &pendingEvent{e: e, done: make(chan error, 1), viewed: viewed}
 	c.mu.Lock()
 	c.queue = append(c.queue, pe)
 	if c.running < maxCommits {
@@ -93,11 +111,24 @@ func (c *Committer) commit(group []*pendingEvent) {
 	defer cancel()
 	if len(group) > 1 {
 		es := make([]events.Envelope, len(group))
+		byView := map[string][]*pendingEvent{}
 		for i, pe := range group {
 			es[i] = pe.e
+			if pe.viewed != nil {
+				k := dynamo.AggregateID(pe.e.Kind, pe.e.Key) + "/" + dynamo.SKConfig
+				byView[k] = append(byView[k], pe)
+			}
 		}
-		if err := c.p.ApplyBatch(ctx, c.t, es); err == nil {
+		viewed := func(key string, version int64) {
+			for _, pe := range byView[key] {
+				if pe.e.Version <= version {
+					pe.seen()
+				}
+			}
+		}
+		if _, err := c.p.applyBatch(ctx, c.t, es, c.p.reducers, false, viewed); err == nil {
 			for _, pe := range group {
+				pe.seen() // an event whose view was not among the items written
 				pe.done <- nil
 			}
 			return
@@ -105,7 +136,7 @@ func (c *Committer) commit(group []*pendingEvent) {
 	}
 	var wg sync.WaitGroup
 	for _, pe := range group {
-		wg.Go(func() { pe.done <- c.p.Apply(ctx, c.t, pe.e) })
+		wg.Go(func() { pe.done <- c.p.apply(ctx, c.t, pe.e, pe.seen) })
 	}
 	wg.Wait()
 }

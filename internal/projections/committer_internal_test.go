@@ -125,7 +125,7 @@ func TestCommitterGroupsConcurrentEvents(t *testing.T) {
 		if name == oversized {
 			attrs = map[string][]string{"blob": {strings.Repeat("x", 420<<10)}}
 		}
-		wg.Go(func() { errs[i] = c.Apply(t.Context(), created(name, 2, attrs)) })
+		wg.Go(func() { errs[i] = c.Apply(t.Context(), created(name, 2, attrs), nil) })
 	}
 	// Hold the first commits until every other event has queued behind them.
 	for {
@@ -172,4 +172,106 @@ func TestCommitterGroupsConcurrentEvents(t *testing.T) {
 			t.Errorf("%s holds %q (present %v), want v2", name, got, ok)
 		}
 	}
+}
+
+// orderLog is DynamoDB Local that notes, before it sends them, the writes of the activity
+// table (the event id of every activity item), so that a test can tell what came first.
+type orderLog struct {
+	*dynamodb.Client
+	activities string
+
+	mu     sync.Mutex
+	events []string
+}
+
+func (d *orderLog) note(s string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = append(d.events, s)
+}
+
+func (d *orderLog) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if aws.ToString(in.TableName) == d.activities {
+		d.note("activity " + dynamo.StringAttr(in.Item, "event_id"))
+	}
+	return d.Client.PutItem(ctx, in, optFns...)
+}
+
+func (d *orderLog) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	for _, r := range in.RequestItems[d.activities] {
+		if r.PutRequest != nil {
+			d.note("activity " + dynamo.StringAttr(r.PutRequest.Item, "event_id"))
+		}
+	}
+	return d.Client.BatchWriteItem(ctx, in, optFns...)
+}
+
+// TestCommitterTellsOfAViewBeforeItsGroupsActivities: given events handed to a Committer
+// at once (so that some commit alone and others in groups), one of them older than what
+// the table holds, then each caller hears that its view is written once the view holds
+// its version (a consistent read then sees it), before any activity of its commit is
+// sent, and once only. The projector's progress notice rides on this: an X-Min-Version
+// read need not wait for the rest of a group.
+func TestCommitterTellsOfAViewBeforeItsGroupsActivities(t *testing.T) {
+	client := dynamotest.Current(t).DynamoDB()
+	tables := committerTables(t, client)
+	if err := New(client, Options{}).Apply(t.Context(), tables, created("u00", 3, nil)); err != nil {
+		t.Fatal(err)
+	}
+	db := &orderLog{Client: client, activities: tables.Activities}
+	c := New(db, Options{}).Committer(tables)
+	const n = 40
+	errs := make([]error, n)
+	seen := make([]string, n) // the view's first name when the caller was told
+	var told [n]atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		name := fmt.Sprintf("u%02d", i)
+		e := created(name, 2, nil)
+		wg.Go(func() {
+			errs[i] = c.Apply(t.Context(), e, func() {
+				if told[i].Add(1) == 1 {
+					db.note("viewed " + e.EventID)
+					got, _ := firstNameOf(context.Background(), client, tables, name)
+					seen[i] = got
+				}
+			})
+		})
+	}
+	wg.Wait()
+
+	at := map[string]int{}
+	for i, ev := range db.events {
+		if _, ok := at[ev]; !ok {
+			at[ev] = i
+		}
+	}
+	for i := range n {
+		name, id := fmt.Sprintf("u%02d", i), fmt.Sprintf("ev-u%02d-2", i)
+		want := map[bool]string{true: "v3", false: "v2"}[i == 0]
+		switch {
+		case errs[i] != nil:
+			t.Errorf("%s: %v", name, errs[i])
+		case told[i].Load() != 1:
+			t.Errorf("%s: told %d times that its view is written, want once", name, told[i].Load())
+		case seen[i] != want:
+			t.Errorf("%s: told while its view held %q, want %q", name, seen[i], want)
+		}
+		viewed, ok1 := at["viewed "+id]
+		activity, ok2 := at["activity "+id]
+		if !ok1 || !ok2 || viewed > activity {
+			t.Errorf("%s: told at %d (%v), activity sent at %d (%v); want the view told of first", name, viewed, ok1, activity, ok2)
+		}
+	}
+}
+
+// firstNameOf is the first name in user name's view, read strongly consistent.
+func firstNameOf(ctx context.Context, db *dynamodb.Client, tables Tables, name string) (string, error) {
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tables.Users), ConsistentRead: aws.Bool(true),
+		Key: configKey(dynamo.UserID(name))})
+	if err != nil || out.Item == nil {
+		return "", err
+	}
+	u, err := decodeUser(out.Item)
+	return u.FirstName, err
 }

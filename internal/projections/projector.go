@@ -95,6 +95,12 @@ func reduce(reducers map[events.Type]Reducer, e events.Envelope) (Effects, error
 // Apply projects one event. It is safe to call again with the same event, and with the
 // events of one aggregate in any order; an error leaves nothing that a retry cannot finish.
 func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) error {
+	return p.apply(ctx, t, e, nil)
+}
+
+// apply is Apply that calls viewed, if not nil, once the event's conditional items are
+// written, before its membership, cascade and activity writes.
+func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, viewed func()) error {
 	if err := t.validate(); err != nil {
 		return err
 	}
@@ -107,6 +113,9 @@ func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) erro
 		if err := w.upsert(ctx, u); err != nil {
 			return err
 		}
+	}
+	if viewed != nil {
+		viewed()
 	}
 	if fx.MemberAdd != nil {
 		if err := w.addMember(ctx, *fx.MemberAdd); err != nil {
@@ -138,7 +147,7 @@ func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) erro
 // and run in parallel, since none of them depends on the order. On error some writes may
 // have happened: apply the same events again, together or one by one.
 func (p *Projector) ApplyBatch(ctx context.Context, t Tables, es []events.Envelope) error {
-	_, err := p.applyBatch(ctx, t, es, p.reducers, false)
+	_, err := p.applyBatch(ctx, t, es, p.reducers, false, nil)
 	return err
 }
 
@@ -150,20 +159,25 @@ func (p *Projector) ApplyBatch(ctx context.Context, t Tables, es []events.Envelo
 // caller must then apply the command log's current state of every aggregate that is
 // newer than that (projector.Replayer does, from the `config` items, after each page).
 func (p *Projector) Rebuild(ctx context.Context, t Tables, es []events.Envelope) (map[string]int64, error) {
-	return p.applyBatch(ctx, t, es, p.reducers, true)
+	return p.applyBatch(ctx, t, es, p.reducers, true, nil)
 }
 
 // ApplyStates is ApplyBatch for events a replay synthesises from the write model's state
 // items where the history records have expired: it writes the read table only, because
 // the activity of those events has expired with them (and they need no event id).
 func (p *Projector) ApplyStates(ctx context.Context, t Tables, es []events.Envelope) error {
-	_, err := p.applyBatch(ctx, t, es, p.states, false)
+	_, err := p.applyBatch(ctx, t, es, p.states, false, nil)
 	return err
 }
 
+// viewedFunc hears that the conditional item "<id>/<sk>" holds version or a newer one.
+type viewedFunc func(key string, version int64)
+
 // applyBatch applies es; with unconditional, the aggregates' own items are batch-written
-// and returned as Rebuild describes.
-func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelope, reducers map[events.Type]Reducer, unconditional bool) (map[string]int64, error) {
+// and returned as Rebuild describes. viewed, if not nil, hears of every conditional item
+// as soon as its transaction is done, before the membership, cascade and activity writes
+// that follow; it may be called from several goroutines at once.
+func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelope, reducers map[events.Type]Reducer, unconditional bool, viewed viewedFunc) (map[string]int64, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
@@ -220,7 +234,19 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 			return nil, err
 		}
 	}
-	if err := each(ctx, n, slices.Collect(slices.Chunk(sorted(upserts), maxUpsertsPerTransaction)), w.upsertMany); err != nil {
+	upsertMany := w.upsertMany
+	if viewed != nil {
+		upsertMany = func(ctx context.Context, us []Upsert) error {
+			if err := w.upsertMany(ctx, us); err != nil {
+				return err
+			}
+			for _, u := range us {
+				viewed(itemKey(u.Item, "id"), u.Version)
+			}
+			return nil
+		}
+	}
+	if err := each(ctx, n, slices.Collect(slices.Chunk(sorted(upserts), maxUpsertsPerTransaction)), upsertMany); err != nil {
 		return nil, err
 	}
 	if err := each(ctx, n, sorted(adds), w.addMember); err != nil {

@@ -85,7 +85,7 @@ func TestAnyOrderGivesTheSameTables(t *testing.T) {
 			for range 16 {
 				wg.Go(func() {
 					for ev := range work {
-						if err := committer.Apply(ctx, ev); err != nil {
+						if err := committer.Apply(ctx, ev, nil); err != nil {
 							t.Errorf("commit %s %s v%d: %v", ev.Type, ev.Entity(), ev.Version, err)
 						}
 					}

@@ -80,12 +80,17 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 		return err
 	}
 	for i, t := range targets {
-		if err := h.committer(t).Apply(ctx, env); err != nil {
-			return fmt.Errorf("project %s v%d into %s: %w", env.Entity(), env.Version, t.Users, err)
-		}
+		// The notice goes out as soon as the view of the current tables holds the
+		// version, not after the record's whole group: X-Min-Version waits on the view.
+		var viewed func()
 		if i == 0 && h.progress != nil {
-			h.progress.Publish(progress.Notice{System: rec.System, Tenant: rec.Tenant,
-				ID: dynamo.AggregateID(env.Kind, env.Key), Version: env.Version})
+			viewed = func() {
+				h.progress.Publish(progress.Notice{System: rec.System, Tenant: rec.Tenant,
+					ID: dynamo.AggregateID(env.Kind, env.Key), Version: env.Version})
+			}
+		}
+		if err := h.committer(t).Apply(ctx, env, viewed); err != nil {
+			return fmt.Errorf("project %s v%d into %s: %w", env.Entity(), env.Version, t.Users, err)
 		}
 	}
 	return nil
