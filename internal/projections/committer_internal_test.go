@@ -82,19 +82,11 @@ func created(name string, version int64, attrs map[string][]string) events.Envel
 
 func firstName(t *testing.T, db *dynamodb.Client, tables Tables, name string) (string, bool) {
 	t.Helper()
-	out, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(tables.Users), ConsistentRead: aws.Bool(true),
-		Key: configKey(dynamo.UserID(name))})
+	got, ok, err := firstNameOf(t.Context(), db, tables, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Item == nil {
-		return "", false
-	}
-	u, err := decodeUser(out.Item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.FirstName, true
+	return got, ok
 }
 
 // TestCommitterGroupsConcurrentEvents: given events of many users handed to a Committer at
@@ -232,7 +224,7 @@ func TestCommitterTellsOfAViewBeforeItsGroupsActivities(t *testing.T) {
 			errs[i] = c.Apply(t.Context(), e, func() {
 				if told[i].Add(1) == 1 {
 					db.note("viewed " + e.EventID)
-					got, _ := firstNameOf(context.Background(), client, tables, name)
+					got, _, _ := firstNameOf(context.Background(), client, tables, name)
 					seen[i] = got
 				}
 			})
@@ -265,13 +257,14 @@ func TestCommitterTellsOfAViewBeforeItsGroupsActivities(t *testing.T) {
 	}
 }
 
-// firstNameOf is the first name in user name's view, read strongly consistent.
-func firstNameOf(ctx context.Context, db *dynamodb.Client, tables Tables, name string) (string, error) {
+// firstNameOf is the first name in user name's view, read strongly consistent, and whether
+// the view is there.
+func firstNameOf(ctx context.Context, db *dynamodb.Client, tables Tables, name string) (string, bool, error) {
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tables.Users), ConsistentRead: aws.Bool(true),
 		Key: configKey(dynamo.UserID(name))})
 	if err != nil || out.Item == nil {
-		return "", err
+		return "", false, err
 	}
 	u, err := decodeUser(out.Item)
-	return u.FirstName, err
+	return u.FirstName, err == nil, err
 }
