@@ -119,12 +119,13 @@ func TestCommitterGroupsConcurrentEvents(t *testing.T) {
 		}
 		wg.Go(func() { errs[i] = c.Apply(t.Context(), created(name, 2, attrs), nil) })
 	}
-	// Hold the first commits until every other event has queued behind them.
+	// Hold the first commits until every other event has queued behind them (or, when
+	// the first commit started late, joined its group: no commit slot then waits).
 	for {
 		c.mu.Lock()
 		queued, running := len(c.queue), c.running
 		c.mu.Unlock()
-		if running == maxCommits && queued+int(db.held.Load()) == n {
+		if (running == maxCommits || queued == 0) && queued+int(db.held.Load()) == n {
 			break
 		}
 		time.Sleep(time.Millisecond)
