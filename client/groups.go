@@ -62,6 +62,65 @@ func (t *TenantClient) RemoveMember(ctx context.Context, group, username string,
 	return result(resp), nil
 }
 
+// MembersChange names the users ChangeMembers adds to and removes from a group: together
+// at most MaxMembersChange, and within the 64 KiB request body (MembersChunks splits a
+// longer list).
+type MembersChange struct {
+	Add    []string `json:"add,omitempty"`
+	Remove []string `json:"remove,omitempty"`
+}
+
+// MaxMembersChange is how many usernames one ChangeMembers may name (API.md).
+const MaxMembersChange = 1000
+
+// ChangeMembers adds and removes many members in one command: one new group version for
+// the whole change (none when nothing changes), all or nothing. Unknown users fail it
+// with not_found (404), whose Error.Fields name each ("no user jdoe"). The answer is the
+// group after the change; IfMatch is the group's version.
+func (t *TenantClient) ChangeMembers(ctx context.Context, group string, ch MembersChange, opts ...Option) (*Group, error) {
+	var out Group
+	if _, err := t.c.call(ctx, t.c.command, http.MethodPost, t.path("/groups/"+seg(group)+"/members"), ch, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// maxMembersBody keeps a MembersChange's JSON under the command API's 64 KiB body limit,
+// with room to spare.
+const maxMembersBody = 60 << 10
+
+// MembersChunks splits adding add and removing remove into changes each within the
+// limits of one ChangeMembers request (count and body size), additions first. Each
+// chunk is a command of its own: all or nothing per chunk, not for the whole list.
+func MembersChunks(add, remove []string) []MembersChange {
+	const empty = len(`{"add":[],"remove":[]}`)
+	var (
+		out  []MembersChange
+		cur  MembersChange
+		size = empty
+	)
+	// list points into cur, which stays the same variable when a chunk is closed.
+	push := func(list *[]string, name string) {
+		n := len(name) + 3 // its quotes and a comma (usernames need no escaping)
+		if len(cur.Add)+len(cur.Remove) == MaxMembersChange || size+n > maxMembersBody {
+			out = append(out, cur)
+			cur, size = MembersChange{}, empty
+		}
+		size += n
+		*list = append(*list, name)
+	}
+	for _, u := range add {
+		push(&cur.Add, u)
+	}
+	for _, u := range remove {
+		push(&cur.Remove, u)
+	}
+	if len(cur.Add)+len(cur.Remove) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // ListGroups reads one page of groups by name; cursor is "" for the first.
 func (t *TenantClient) ListGroups(ctx context.Context, limit int, cursor string) (*Page[Group], error) {
 	return listPage[Group](ctx, t.c, t.path("/groups"), limitValues(limit), cursor)

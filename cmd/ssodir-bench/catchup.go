@@ -163,7 +163,7 @@ func benchProjectorWrites(ctx context.Context, e *env, sc scale) (*result, error
 			for _, u := range fx.Upserts {
 				views = append(views, u.Item)
 			}
-			activities = append(activities, fx.Activity)
+			activities = append(activities, fx.Activities...)
 		}
 		var tables [2]projections.Tables
 		for i, name := range []string{"raw", "committer"} {
@@ -316,7 +316,7 @@ func (d *rawDrain) run(ctx context.Context, t projections.Tables, want int) (int
 				v["updated_at"] = s(now)
 				users = append(users, v)
 			}
-			activities = append(activities, fx.Activity)
+			activities = append(activities, fx.Activities...)
 		}
 		it = page.NextShardIterator
 	}

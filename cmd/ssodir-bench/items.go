@@ -147,7 +147,7 @@ func seedUsers(ctx context.Context, db *dynamodb.Client, table string, users []e
 }
 
 // groupConfig is the command store's group `config` item.
-func groupConfig(g events.Group) item { return must(dynamo.GroupConfigItem(g, false)) }
+func groupConfig(g events.Group) item { return must(dynamo.GroupConfigItem(g, false, nil)) }
 
 // memberItem is the command store's membership item in a group's partition.
 func memberItem(e *events.GroupMemberAdded, version int64) item {

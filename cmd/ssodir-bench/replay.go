@@ -145,7 +145,7 @@ func rawReplay(ctx context.Context, e *env, sc scale, rep, segments int) (map[st
 				if err != nil {
 					return nil, err
 				}
-				activities = append(activities, fx.Activity)
+				activities = append(activities, fx.Activities...)
 				if j == len(es)-1 {
 					for _, u := range fx.Upserts {
 						v := maps.Clone(u.Item)

@@ -70,6 +70,7 @@ type api struct {
 	deleteGroup    commands.DeleteGroupHandler
 	addMember      commands.AddMemberHandler
 	removeMember   commands.RemoveMemberHandler
+	changeMembers  commands.ChangeMembersHandler
 	provision      *provisioner
 	updateKeycloak commands.UpdateKeycloakHandler
 }
@@ -93,6 +94,7 @@ func Register(e *echo.Echo, d Deps) {
 		deleteGroup:    commands.NewDeleteGroupHandler(cd),
 		addMember:      commands.NewAddMemberHandler(cd),
 		removeMember:   commands.NewRemoveMemberHandler(cd),
+		changeMembers:  commands.NewChangeMembersHandler(cd),
 		provision:      newProvisioner(d),
 		updateKeycloak: commands.NewUpdateKeycloakHandler(d.Tenants, d.Secrets, d.Clock),
 	}
@@ -116,6 +118,7 @@ func Register(e *echo.Echo, d Deps) {
 	g.DELETE("/groups/:name", a.deleteGroupRoute, write)
 	g.PUT("/groups/:name/members/:username", a.putMember, write)
 	g.DELETE("/groups/:name/members/:username", a.deleteMember, write)
+	g.POST("/groups/:name/members", a.postMembers, write)
 }
 
 // outcome is what a command produced, to render.

@@ -71,6 +71,26 @@ func (a *api) deleteMember(c echo.Context) error {
 	})
 }
 
+type changeMembersBody struct {
+	Add    []string `json:"add"`
+	Remove []string `json:"remove"`
+}
+
+func (a *api) postMembers(c echo.Context) error {
+	r, b, err := beginWith[changeMembersBody](a, c, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	cmd := commands.ChangeMembers{Group: c.Param("name"), Add: b.Add, Remove: b.Remove}
+	if err := cmd.Validate(); err != nil {
+		return err
+	}
+	return a.run(r, func(ctx context.Context) (outcome, error) {
+		g, err := a.changeMembers.Handle(ctx, r.tenant, cmd, r.meta)
+		return groupOutcome(g), err
+	})
+}
+
 func groupOutcome(g events.Group) outcome {
 	return outcome{kind: events.KindGroup, key: g.Key, version: g.Version, body: objects.FromGroup(g)}
 }

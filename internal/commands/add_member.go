@@ -24,7 +24,7 @@ func NewAddMemberHandler(d Deps) AddMemberHandler { return AddMemberHandler{deps
 func (h AddMemberHandler) Handle(ctx context.Context, t Tenant, cmd AddMember, m Meta) (int64, error) {
 	var version int64
 	err := retry(ctx, func() error {
-		g, err := loadLiveGroup(ctx, h.deps.Store, t, cmd.Group)
+		g, err := loadLiveGroup(ctx, h.deps, t, cmd.Group)
 		if err != nil {
 			return err
 		}
@@ -35,11 +35,12 @@ func (h AddMemberHandler) Handle(ctx context.Context, t Tenant, cmd AddMember, m
 		if err != nil {
 			return err
 		}
-		member, err := h.deps.Store.IsMember(ctx, t, g.State.Key, u.State.Username)
+		current, err := h.deps.Store.Memberships(ctx, t, g.State.Key, []string{u.State.Username})
 		if err != nil {
 			return err
 		}
-		if member {
+		// A membership item of an earlier incarnation of the name is not this user's.
+		if current[u.State.Username] == u.State.ID {
 			version = g.State.Version
 			return h.deps.recordNoop(ctx, t, m, events.KindGroup, g.State.Key, g.State.Version)
 		}

@@ -134,6 +134,10 @@ func (w *world) exec(ctx context.Context, s step) (any, error) {
 		return commands.NewAddMemberHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.RemoveMember:
 		return commands.NewRemoveMemberHandler(d).Handle(ctx, w.tenant, c, m)
+	case commands.ChangeMembers:
+		return commands.NewChangeMembersHandler(d).Handle(ctx, w.tenant, c, m)
+	case manyUsers:
+		return nil, w.createMany(ctx, c)
 	}
 	w.t.Fatalf("no handler for %T", s.cmd)
 	return nil, nil
@@ -243,6 +247,15 @@ func factsOf(e events.Envelope) map[string]any {
 		f["member"] = p.Username
 	case *events.GroupMemberRemoved:
 		f["member"] = p.Username
+	case *events.GroupMembersChanged:
+		names := func(ms []events.Member) []string {
+			out := []string{}
+			for _, m := range ms {
+				out = append(out, m.Username)
+			}
+			return out
+		}
+		f["added"], f["removed"] = names(p.Added), names(p.Removed)
 	}
 	return f
 }

@@ -82,15 +82,3 @@ func finishGroupCleanup(ctx context.Context, s Store, t Tenant, agg GroupAggrega
 	}
 	return s.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindGroup, Key: agg.State.Key, Version: agg.State.Version, Members: ms})
 }
-
-// loadLiveGroup loads a group that must exist and not be deleted, by name in any case.
-func loadLiveGroup(ctx context.Context, s Store, t Tenant, name string) (GroupAggregate, error) {
-	agg, err := s.LoadGroup(ctx, t, identity.GroupKey(name))
-	if err != nil {
-		return agg, err
-	}
-	if !agg.Live() {
-		return agg, apperr.NotFound("group")
-	}
-	return agg, nil
-}

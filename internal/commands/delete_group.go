@@ -21,7 +21,7 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 		leftover []Membership
 	)
 	err := retry(ctx, func() error {
-		agg, err := loadLiveGroup(ctx, h.deps.Store, t, cmd.Name)
+		agg, err := loadLiveGroup(ctx, h.deps, t, cmd.Name)
 		if err != nil {
 			return err
 		}

@@ -17,8 +17,8 @@ func NewDeleteUserHandler(d Deps) DeleteUserHandler { return DeleteUserHandler{d
 // Handle returns the tombstone's version.
 func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser, m Meta) (int64, error) {
 	var (
-		tomb     events.User
-		leftover []Membership
+		tomb events.User
+		old  events.User
 	)
 	err := retry(ctx, func() error {
 		agg, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
@@ -33,10 +33,13 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 			return err
 		}
 		now := h.deps.now()
-		old := agg.State
+		old = agg.State
+		// The delete takes the next membership revision: every membership decided on this
+		// incarnation is at or below it, also one a members change decided without taking
+		// a revision of its own (ChangeMembersHandler).
 		tomb = events.User{
 			Username: old.Username, Version: old.Version + 1, CreatedAt: old.CreatedAt, UpdatedAt: now,
-			Deleted: true, DeletedMembershipRev: rev,
+			Deleted: true, DeletedMembershipRev: rev + 1,
 		}
 		ms := make([]Membership, 0, len(groups))
 		for _, g := range groups {
@@ -46,12 +49,11 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 		// tombstone's cleanup mark makes a later re-create finish the job if this process
 		// dies in between. Readers see them go with the event, which lists every group.
 		inTx := min(len(ms), h.deps.Store.MaxMembersPerChange())
-		leftover = ms[inTx:]
 		c := Change{
 			Event: h.deps.envelope(m, events.KindUser, old.Username, tomb.Version, now, userChanges(old, tomb),
 				&events.UserDeleted{User: tomb, PreviousID: old.ID, Groups: groups}),
 			ExpectedVersion:       old.Version,
-			User:                  &UserAggregate{Exists: true, State: tomb, CleanupPending: len(leftover) > 0},
+			User:                  &UserAggregate{Exists: true, State: tomb, CleanupPending: len(ms) > inTx},
 			ReleaseEmail:          old.Email,
 			RemoveMembers:         ms[:inTx],
 			ExpectedMembershipRev: &rev,
@@ -63,15 +65,25 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 	if err != nil {
 		return 0, err
 	}
-	if len(leftover) > 0 {
-		// The delete is recorded, so it is answered as done whatever happens now: an error
-		// here would tell the client that nothing was written. Memberships this clean-up
-		// cannot remove stay under the tombstone's cleanup mark, and the next create of the
-		// name removes them first, as after a crash.
-		if err := h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindUser, Key: tomb.Username, Version: tomb.Version,
-			MembershipRev: tomb.DeletedMembershipRev, Members: leftover}); err != nil {
-			h.deps.cleanupFailed(t, events.KindUser, tomb.Username, tomb.Version, len(leftover), err)
+	// The delete is recorded, so it is answered as done whatever happens now: an error here
+	// would tell the client that nothing was written. What is left is the memberships
+	// beyond the transaction, and any that a members change decided before the delete
+	// wrote after the delete had read the user's groups: both are found by the user's group
+	// pointers, which every membership's writer puts first. Memberships this clean-up
+	// cannot remove stay under the tombstone's cleanup mark (or are removed by the members
+	// change's own check that its users still live), and the next create of the name
+	// removes them first, as after a crash.
+	_, left, err := h.deps.Store.UserMemberships(ctx, t, tomb.Username)
+	if err == nil && len(left) > 0 {
+		leftover := make([]Membership, 0, len(left))
+		for _, g := range left {
+			leftover = append(leftover, Membership{GroupKey: g, Username: tomb.Username, UserID: old.ID})
 		}
+		err = h.deps.Store.RemoveMembersAfter(ctx, t, Cleanup{Kind: events.KindUser, Key: tomb.Username, Version: tomb.Version,
+			MembershipRev: tomb.DeletedMembershipRev, Members: leftover})
+	}
+	if err != nil {
+		h.deps.cleanupFailed(t, events.KindUser, tomb.Username, tomb.Version, len(left), err)
 	}
 	return tomb.Version, nil
 }

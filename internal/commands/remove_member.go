@@ -28,7 +28,7 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 	}
 	var version int64
 	err := retry(ctx, func() error {
-		g, err := loadLiveGroup(ctx, h.deps.Store, t, cmd.Group)
+		g, err := loadLiveGroup(ctx, h.deps, t, cmd.Group)
 		if err != nil {
 			return err
 		}
@@ -44,11 +44,11 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		if !u.Live() {
 			return apperr.NotFound("user")
 		}
-		member, err := h.deps.Store.IsMember(ctx, t, g.State.Key, username)
+		current, err := h.deps.Store.Memberships(ctx, t, g.State.Key, []string{username})
 		if err != nil {
 			return err
 		}
-		if !member {
+		if current[username] != u.State.ID {
 			version = g.State.Version
 			return h.deps.recordNoop(ctx, t, m, events.KindGroup, g.State.Key, g.State.Version)
 		}

@@ -54,6 +54,9 @@ type GroupAggregate struct {
 	Exists         bool
 	State          events.Group
 	CleanupPending bool
+	// Pending marks a members change whose membership items may not all be written yet
+	// (ChangeMembersHandler); nil when there is none.
+	Pending *MembersLease
 }
 
 // Live reports whether the group exists and is not deleted.
@@ -64,6 +67,15 @@ type Membership struct {
 	GroupKey string
 	Username string
 	UserID   string
+}
+
+// MembersWrite is what a recorded members change writes: its group, version and time,
+// and its members.
+type MembersWrite struct {
+	GroupKey       string
+	Version        int64
+	At             time.Time
+	Added, Removed []events.Member
 }
 
 // Cleanup is what a delete leaves for RemoveMembersAfter: the memberships beyond its
@@ -114,13 +126,31 @@ type Store interface {
 	UserMemberships(ctx context.Context, t Tenant, username string) (rev int64, groups []string, err error)
 	// GroupMembers are the usernames of a group's members.
 	GroupMembers(ctx context.Context, t Tenant, key string) ([]Membership, error)
-	IsMember(ctx context.Context, t Tenant, groupKey, username string) (bool, error)
+	// Memberships are the user ids of the membership items in the group of those of the
+	// usernames that have one (an item left by a deleted incarnation has its id).
+	Memberships(ctx context.Context, t Tenant, groupKey string, usernames []string) (map[string]string, error)
+	// LoadUsers reads the config items of the usernames; a username never used is absent.
+	LoadUsers(ctx context.Context, t Tenant, usernames []string) (map[string]UserAggregate, error)
 	// MaxMembersPerChange is how many memberships one Change can remove.
 	MaxMembersPerChange() int
 	Append(ctx context.Context, t Tenant, c Change) error
 	// RemoveMembersAfter deletes memberships left over by a delete, outside its
 	// transaction, then clears the aggregate's cleanup mark at the delete's version.
 	RemoveMembersAfter(ctx context.Context, t Tenant, c Cleanup) error
+	// WriteMembers writes the membership items a recorded members change added (group
+	// pointers first, then memberships) and deletes those it removed, outside any
+	// transaction; before runs before each request, and its error stops the writes.
+	WriteMembers(ctx context.Context, t Tenant, w MembersWrite, before func(context.Context) error) error
+	// UndoMembers removes memberships that WriteMembers wrote for users deleted meanwhile:
+	// each only while it is still the one of that change (user id and group version).
+	UndoMembers(ctx context.Context, t Tenant, groupKey string, version int64, members []events.Member) error
+	// LeaseMembers gives l to l.Owner if the group's pending change is still l.Version and
+	// its lease is l.Owner's or ran out before now; ok is false otherwise.
+	LeaseMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease, now time.Time) (ok bool, err error)
+	// FinishMembers clears the pending mark of l's change if l.Owner still holds it.
+	FinishMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease) error
+	// LoadRecord reads the immutable record of one version of an aggregate.
+	LoadRecord(ctx context.Context, t Tenant, kind events.AggregateKind, key string, version int64) (events.Envelope, error)
 	// RecordNoop records an idempotent request that changed nothing.
 	RecordNoop(ctx context.Context, t Tenant, idem Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error
 }

@@ -35,7 +35,7 @@ func (h UpdateGroupHandler) Handle(ctx context.Context, t Tenant, cmd UpdateGrou
 	}
 	var result events.Group
 	err := retry(ctx, func() error {
-		agg, err := loadLiveGroup(ctx, h.deps.Store, t, cmd.Name)
+		agg, err := loadLiveGroup(ctx, h.deps, t, cmd.Name)
 		if err != nil {
 			return err
 		}

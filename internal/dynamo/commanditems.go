@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
 )
 
@@ -48,7 +49,13 @@ type groupItem struct {
 	Deleted            bool                `dynamodbav:"deleted"`
 	LastDeletedVersion int64               `dynamodbav:"last_deleted_version"`
 	CleanupPending     bool                `dynamodbav:"cleanup_pending,omitempty"`
-	SSOType            string              `dynamodbav:"sso_type"`
+	// MembersPending is the version of a members change whose membership items may not
+	// all be written yet, MembersOwner the writer holding its lease until
+	// MembersLeaseUntil (epoch ms); see commands.MembersLease.
+	MembersPending    int64  `dynamodbav:"members_pending,omitempty"`
+	MembersOwner      string `dynamodbav:"members_owner,omitempty"`
+	MembersLeaseUntil int64  `dynamodbav:"members_lease_until,omitempty"`
+	SSOType           string `dynamodbav:"sso_type"`
 }
 
 // UserConfigItem is a user's `config` item: its state, the ciphertext of a password in
@@ -68,14 +75,18 @@ func UserConfigItem(u events.User, passwordCiphertext string, cleanupPending boo
 	return item, nil
 }
 
-// GroupConfigItem is a group's `config` item: its state, and whether a delete's clean-up
-// is pending.
-func GroupConfigItem(g events.Group, cleanupPending bool) (map[string]types.AttributeValue, error) {
+// GroupConfigItem is a group's `config` item: its state, whether a delete's clean-up is
+// pending, and the lease of a members change whose items are still being written (nil:
+// none).
+func GroupConfigItem(g events.Group, cleanupPending bool, pending *commands.MembersLease) (map[string]types.AttributeValue, error) {
 	it := groupItem{
 		ID: GroupID(g.Key), SK: SKConfig, Type: "group", GroupID: g.ID, Key: g.Key, Name: g.Name,
 		Description: g.Description, Attributes: g.Attributes, Version: g.Version,
 		CreatedAt: FormatTime(g.CreatedAt), UpdatedAt: FormatTime(g.UpdatedAt), Deleted: g.Deleted,
 		LastDeletedVersion: g.LastDeletedVersion, CleanupPending: cleanupPending, SSOType: "keycloak",
+	}
+	if pending != nil {
+		it.MembersPending, it.MembersOwner, it.MembersLeaseUntil = pending.Version, pending.Owner, pending.Until.UnixMilli()
 	}
 	item, err := attributevalue.MarshalMap(it)
 	if err != nil {

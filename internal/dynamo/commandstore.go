@@ -72,9 +72,13 @@ func (s *CommandStore) LoadUser(ctx context.Context, t commands.Tenant, username
 	if err != nil || item == nil {
 		return commands.UserAggregate{}, err
 	}
+	return userAggregate(item)
+}
+
+func userAggregate(item map[string]types.AttributeValue) (commands.UserAggregate, error) {
 	var it userItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return commands.UserAggregate{}, fmt.Errorf("decode user %s: %w", username, err)
+		return commands.UserAggregate{}, fmt.Errorf("decode user %s: %w", getS(item, "id"), err)
 	}
 	created, _ := ParseTime(it.CreatedAt)
 	updated, _ := ParseTime(it.UpdatedAt)
@@ -100,9 +104,13 @@ func (s *CommandStore) LoadGroup(ctx context.Context, t commands.Tenant, key str
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return commands.GroupAggregate{}, fmt.Errorf("decode group %s: %w", key, err)
 	}
+	return groupAggregate(it), nil
+}
+
+func groupAggregate(it groupItem) commands.GroupAggregate {
 	created, _ := ParseTime(it.CreatedAt)
 	updated, _ := ParseTime(it.UpdatedAt)
-	return commands.GroupAggregate{
+	agg := commands.GroupAggregate{
 		Exists: true,
 		State: events.Group{
 			ID: it.GroupID, Key: it.Key, Name: it.Name, Description: it.Description, Attributes: it.Attributes,
@@ -110,7 +118,11 @@ func (s *CommandStore) LoadGroup(ctx context.Context, t commands.Tenant, key str
 			LastDeletedVersion: it.LastDeletedVersion,
 		},
 		CleanupPending: it.CleanupPending,
-	}, nil
+	}
+	if it.MembersPending > 0 {
+		agg.Pending = &commands.MembersLease{Version: it.MembersPending, Owner: it.MembersOwner, Until: time.UnixMilli(it.MembersLeaseUntil)}
+	}
+	return agg
 }
 
 // queryKeys pages through a partition's sort keys that begin with prefix (consistently).
@@ -254,10 +266,13 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		revCondition(&revPut.ConditionExpression, &revPut.ExpressionAttributeValues, rev)
 		add(roleMembership, types.TransactWriteItem{Put: revPut})
 	} else if c.ExpectedMembershipRev != nil {
-		check := &types.ConditionCheck{TableName: aws.String(table),
-			Key: map[string]types.AttributeValue{"id": str(UserID(username)), "sk": str(SKMemberships)}}
-		revCondition(&check.ConditionExpression, &check.ExpressionAttributeValues, *c.ExpectedMembershipRev)
-		add(roleMembership, types.TransactWriteItem{ConditionCheck: check})
+		// A user delete takes the next revision (commands.DeleteUserHandler).
+		rev := *c.ExpectedMembershipRev
+		revPut := &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"id": str(UserID(username)), "sk": str(SKMemberships), "rev": num(rev + 1),
+		}}
+		revCondition(&revPut.ConditionExpression, &revPut.ExpressionAttributeValues, rev)
+		add(roleMembership, types.TransactWriteItem{Put: revPut})
 	}
 	for _, m := range c.RemoveMembers {
 		del := &types.Delete{TableName: aws.String(table),
@@ -339,7 +354,7 @@ func (s *CommandStore) configItem(c commands.Change) (map[string]types.Attribute
 	case c.User != nil:
 		return UserConfigItem(c.User.State, c.User.PasswordCiphertext, c.User.CleanupPending)
 	case c.Group != nil:
-		return GroupConfigItem(c.Group.State, c.Group.CleanupPending)
+		return GroupConfigItem(c.Group.State, c.Group.CleanupPending, c.Group.Pending)
 	}
 	return nil, errors.New("change has neither user nor group state")
 }

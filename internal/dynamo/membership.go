@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
 )
 
 // Membership is a membership as the write model holds it now.
@@ -19,52 +17,110 @@ type Membership struct {
 	GroupID, UserID string
 }
 
-// CurrentMembership reads, strongly consistently and in one request, the group's config
-// item and the user's membership item in it. ok is false when the group is gone or the
-// user is not a member of its current incarnation (a membership item left behind by a
-// delete whose clean-up has not finished yet is not one).
+// CurrentMembership reads, strongly consistently, the group's config item and the user's
+// membership item in it. ok is false when the group is gone or the user is not a member
+// of its current incarnation (a membership item left behind by a delete whose clean-up
+// has not finished yet is not one).
 func (s *CommandStore) CurrentMembership(ctx context.Context, t commands.Tenant, groupKey, username string) (Membership, bool, error) {
-	table := s.table(t)
-	out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-		table: {
-			ConsistentRead: aws.Bool(true),
-			Keys: []map[string]types.AttributeValue{
-				{"id": str(GroupID(groupKey)), "sk": str(SKConfig)},
-				{"id": str(GroupID(groupKey)), "sk": str(MemberSK(username))},
-			},
-		},
-	}})
+	ms, err := s.CurrentMemberships(ctx, t, groupKey, []string{username})
+	m, ok := ms[username]
+	return m, ok, err
+}
+
+// CurrentMemberships is CurrentMembership of many users of one group: the memberships
+// of those of the usernames that have one now. While a members change of the group is
+// pending (commands.ChangeMembersHandler), its record decides for the users it names: its
+// items may not all be written yet.
+func (s *CommandStore) CurrentMemberships(ctx context.Context, t commands.Tenant, groupKey string, usernames []string) (map[string]Membership, error) {
+	keys := make([]map[string]types.AttributeValue, 0, len(usernames)+1)
+	keys = append(keys, map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(SKConfig)})
+	for _, u := range usernames {
+		keys = append(keys, map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(MemberSK(u))})
+	}
+	items, err := s.batchGet(ctx, s.table(t), keys)
 	if err != nil {
-		return Membership{}, false, fmt.Errorf("get membership %s/%s: %w", groupKey, username, notFoundTenant(err))
+		return nil, fmt.Errorf("get memberships in %s: %w", groupKey, err)
 	}
-	if len(out.UnprocessedKeys) > 0 {
-		// Throttled: the caller retries the whole check later.
-		return Membership{}, false, apperr.Unavailable(fmt.Errorf("get membership %s/%s: keys left unprocessed", groupKey, username), retryAfter)
-	}
-	var group, member map[string]types.AttributeValue
-	for _, it := range out.Responses[table] {
+	var group map[string]types.AttributeValue
+	for _, it := range items {
 		if getS(it, "sk") == SKConfig {
 			group = it
-		} else {
-			member = it
 		}
 	}
-	if group == nil || member == nil {
-		return Membership{}, false, nil
+	out := map[string]Membership{}
+	if group == nil || getBool(group, "deleted") {
+		return out, nil
 	}
-	if getBool(group, "deleted") {
-		return Membership{}, false, nil
-	}
+	groupID := getS(group, "group_id")
 	lastDeleted, err := getN(group, "last_deleted_version")
 	if err != nil {
-		return Membership{}, false, err
+		return nil, err
 	}
-	added, err := getN(member, "group_version")
+	for _, it := range items {
+		sk := getS(it, "sk")
+		if !IsMemberSK(sk) {
+			continue
+		}
+		added, err := getN(it, "group_version")
+		if err != nil {
+			return nil, err
+		}
+		if added > lastDeleted {
+			out[sk[len(skMember):]] = Membership{GroupID: groupID, UserID: getS(it, "user_id")}
+		}
+	}
+	if _, ok := group["members_pending"]; !ok {
+		return out, nil
+	}
+	pending, err := getN(group, "members_pending")
 	if err != nil {
-		return Membership{}, false, err
+		return nil, err
 	}
-	if added <= lastDeleted {
-		return Membership{}, false, nil
+	return out, s.overlayPending(ctx, t, groupKey, groupID, pending, usernames, out)
+}
+
+// overlayPending sets out, for the usernames the pending change at version names, to what
+// it decided: removed, or added while the user still lives (the change's writer removes
+// the membership of a user deleted meanwhile).
+func (s *CommandStore) overlayPending(ctx context.Context, t commands.Tenant, groupKey, groupID string, version int64, usernames []string, out map[string]Membership) error {
+	e, err := s.LoadRecord(ctx, t, events.KindGroup, groupKey, version)
+	if err != nil {
+		return err
 	}
-	return Membership{GroupID: getS(group, "group_id"), UserID: getS(member, "user_id")}, true, nil
+	p, ok := e.Payload.(*events.GroupMembersChanged)
+	if !ok {
+		return fmt.Errorf("group %s v%d is marked with a pending members change but records %s", groupKey, version, e.Type)
+	}
+	asked := make(map[string]bool, len(usernames))
+	for _, u := range usernames {
+		asked[u] = true
+	}
+	for _, m := range p.Removed {
+		if asked[m.Username] {
+			delete(out, m.Username)
+		}
+	}
+	var added []events.Member
+	var names []string
+	for _, m := range p.Added {
+		if asked[m.Username] {
+			added = append(added, m)
+			names = append(names, m.Username)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	users, err := s.LoadUsers(ctx, t, names)
+	if err != nil {
+		return err
+	}
+	for _, m := range added {
+		if u := users[m.Username]; u.Live() && u.State.ID == m.UserID {
+			out[m.Username] = Membership{GroupID: groupID, UserID: m.UserID}
+		} else {
+			delete(out, m.Username)
+		}
+	}
+	return nil
 }

@@ -71,6 +71,9 @@ func everyEvent() []events.Envelope {
 		envelope(&events.GroupDeleted{Group: deletedGroup, PreviousID: "9f2e"}),
 		envelope(&events.GroupMemberAdded{Group: admins, Username: "jdoe", UserID: "7d1c", MembershipRev: 6}),
 		envelope(&events.GroupMemberRemoved{Group: admins, Username: "jdoe", UserID: "7d1c"}),
+		envelope(&events.GroupMembersChanged{Group: admins,
+			Added:   []events.Member{{Username: "jdoe", UserID: "7d1c", MembershipRev: 3}, {Username: "asmith", UserID: "8e2d", MembershipRev: 1}},
+			Removed: []events.Member{{Username: "bob", UserID: "5a0b"}}}),
 	}
 }
 

@@ -83,6 +83,7 @@ func NewRegistry() *Registry {
 		func() Payload { return &GroupDeleted{} },
 		func() Payload { return &GroupMemberAdded{} },
 		func() Payload { return &GroupMemberRemoved{} },
+		func() Payload { return &GroupMembersChanged{} },
 	} {
 		r.factories[f().EventType()] = f
 	}

@@ -9,6 +9,9 @@ const (
 	GroupDeletedType       Type = "group.deleted"
 	GroupMemberAddedType   Type = "group.member_added"
 	GroupMemberRemovedType Type = "group.member_removed"
+	// GroupMembersChangedType is one command that added and removed many members at once
+	// (API.md: POST /groups/{name}/members): one group version for the whole change.
+	GroupMembersChangedType Type = "group.members_changed"
 )
 
 // Group is the state of a group aggregate after an event.
@@ -62,11 +65,36 @@ type GroupMemberRemoved struct {
 	UserID   string `json:"user_id"`
 }
 
+// Member is one user a GroupMembersChanged added or removed. The username and the user's
+// id are both kept, so that whatever must later find or rewrite the membership (the
+// projector, the Keycloak sync, an erasure) finds each without another read.
+type Member struct {
+	Username string `json:"username"`
+	UserID   string `json:"user_id"`
+	// MembershipRev orders an addition against deletes of the user (see
+	// GroupMemberAdded.MembershipRev): one above the DeletedMembershipRev of the live user
+	// it was decided on, so that this incarnation's deletes cover it and earlier ones do
+	// not. Zero for a removal.
+	MembershipRev int64 `json:"membership_rev,omitempty"`
+}
+
+// GroupMembersChanged: many users joined and left the group in one command. Added and
+// Removed are disjoint, each sorted by username, and hold only real changes (a user
+// already in the group is not in Added). The activity feed shows one item per member, as
+// for GroupMemberAdded and GroupMemberRemoved.
+type GroupMembersChanged struct {
+	Group   Group    `json:"group"`
+	Added   []Member `json:"added,omitempty"`
+	Removed []Member `json:"removed,omitempty"`
+}
+
 func (GroupCreated) EventType() Type       { return GroupCreatedType }
 func (GroupUpdated) EventType() Type       { return GroupUpdatedType }
 func (GroupDeleted) EventType() Type       { return GroupDeletedType }
 func (GroupMemberAdded) EventType() Type   { return GroupMemberAddedType }
 func (GroupMemberRemoved) EventType() Type { return GroupMemberRemovedType }
+
+func (GroupMembersChanged) EventType() Type { return GroupMembersChangedType }
 
 // GroupState is the state after any group event.
 func GroupState(p Payload) (Group, bool) {
@@ -80,6 +108,8 @@ func GroupState(p Payload) (Group, bool) {
 	case *GroupMemberAdded:
 		return e.Group, true
 	case *GroupMemberRemoved:
+		return e.Group, true
+	case *GroupMembersChanged:
 		return e.Group, true
 	}
 	return Group{}, false

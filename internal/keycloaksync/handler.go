@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
@@ -165,6 +167,8 @@ func (h *Handler) sync(ctx context.Context, realm *Realm, wm *WriteModel, env ev
 			return err // added again since
 		}
 		return s.RemoveMember(ctx, e.UserID, e.Group.ID)
+	case *events.GroupMembersChanged:
+		return h.syncMembers(ctx, realm, wm, e)
 	case *events.UserCreated:
 		return h.syncUser(ctx, realm, wm, e.User, e.PasswordCiphertext)
 	case *events.UserPasswordChanged:
@@ -185,6 +189,43 @@ func (h *Handler) isMember(ctx context.Context, wm *WriteModel, g events.Group, 
 		return false, writeModelError{err}
 	}
 	return ok && gid == g.ID && uid == userID, nil
+}
+
+// memberConcurrency bounds the Keycloak calls of one group.members_changed in flight (the
+// realm's client bounds its own requests too).
+const memberConcurrency = 8
+
+// syncMembers is the sync of group.member_added and group.member_removed for every member
+// of a members change, with one read of the write model for all of them: an addition is
+// sent while the user is still a member of that incarnation of the group, a removal while
+// it is not one again. The record succeeds only when every call did; a redelivery sends
+// them again, which changes nothing in Keycloak.
+func (h *Handler) syncMembers(ctx context.Context, realm *Realm, wm *WriteModel, e *events.GroupMembersChanged) error {
+	names := make([]string, 0, len(e.Added)+len(e.Removed))
+	for _, m := range slices.Concat(e.Added, e.Removed) {
+		names = append(names, m.Username)
+	}
+	current, err := wm.Members(ctx, e.Group.Name, names)
+	if err != nil {
+		return writeModelError{err}
+	}
+	member := func(m events.Member) bool {
+		c, ok := current[m.Username]
+		return ok && c.GroupID == e.Group.ID && c.UserID == m.UserID
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(memberConcurrency)
+	for _, m := range e.Added {
+		if member(m) {
+			g.Go(func() error { return realm.Syncer.AddMember(gctx, m.UserID, e.Group.ID) })
+		}
+	}
+	for _, m := range e.Removed {
+		if !member(m) {
+			g.Go(func() error { return realm.Syncer.RemoveMember(gctx, m.UserID, e.Group.ID) })
+		}
+	}
+	return g.Wait()
 }
 
 // syncUser writes the user's current state, if the event's incarnation is still the live

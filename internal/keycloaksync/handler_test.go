@@ -3,6 +3,8 @@ package keycloaksync
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,10 +88,13 @@ func newWorld(t *testing.T) *world {
 }
 
 // exec runs a command as the command API does.
-func (w *world) exec(cmd any) {
+func (w *world) exec(cmd any) { w.execWith(w.store, cmd) }
+
+// execWith runs a command over store.
+func (w *world) execWith(store commands.Store, cmd any) {
 	w.t.Helper()
 	ctx := w.t.Context()
-	d := commands.Deps{Store: w.store, Now: time.Now, NewID: uuid.NewString}
+	d := commands.Deps{Store: store, Now: time.Now, NewID: uuid.NewString}
 	m := commands.Meta{Actor: "test", CommandID: uuid.NewString(), CorrelationID: uuid.NewString()}
 	var err error
 	switch c := cmd.(type) {
@@ -109,6 +114,8 @@ func (w *world) exec(cmd any) {
 		_, err = commands.NewAddMemberHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.RemoveMember:
 		_, err = commands.NewRemoveMemberHandler(d).Handle(ctx, w.tenant, c, m)
+	case commands.ChangeMembers:
+		_, err = commands.NewChangeMembersHandler(d).Handle(ctx, w.tenant, c, m)
 	default:
 		w.t.Fatalf("no handler for %T", cmd)
 	}
@@ -200,4 +207,74 @@ func TestEventPathWritesTheWriteModelsState(t *testing.T) {
 			t.Fatalf("cid is in %v, want no group", u.Groups)
 		}
 	})
+}
+
+// unwrittenMembers is the write model of a command API that dies right after recording a
+// members change, before writing its membership items.
+type unwrittenMembers struct{ commands.Store }
+
+func (unwrittenMembers) WriteMembers(context.Context, commands.Tenant, commands.MembersWrite, func(context.Context) error) error {
+	return errors.New("the process died")
+}
+
+// groupsOf is the names of the realm groups of username, sorted.
+func (w *world) groupsOf(username string) []string {
+	w.t.Helper()
+	u, ok := w.kc.UserByUsername(testRealm, username)
+	if !ok {
+		w.t.Fatalf("no realm user %s", username)
+	}
+	var names []string
+	for _, id := range u.Groups {
+		for _, g := range w.kc.Groups(testRealm) {
+			if g.ID == id {
+				names = append(names, g.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestEventPathSyncsMembersChanges: every member a group.members_changed added or removed
+// reaches the realm, also while the change's items are not written yet, and a record
+// redelivered after a later change does not undo it.
+func TestEventPathSyncsMembersChanges(t *testing.T) {
+	w := newWorld(t)
+	for _, u := range []string{"ann", "bob", "cid"} {
+		w.exec(commands.CreateUser{Username: u, Email: u + "@example.com"})
+		w.apply(w.records("user#" + u)...)
+	}
+	w.exec(commands.CreateGroup{Name: "Staff"})
+	w.exec(commands.AddMember{Group: "Staff", Username: "cid"})
+	w.apply(w.records("group#staff")...)
+
+	// A change whose writer died: the write model's items are not there, its record is.
+	w.execWith(unwrittenMembers{w.store}, commands.ChangeMembers{Group: "staff", Add: []string{"ann", "bob"}, Remove: []string{"cid"}})
+	recs := w.records("group#staff")
+	w.apply(recs[2])
+	for user, want := range map[string][]string{"ann": {"Staff"}, "bob": {"Staff"}, "cid": nil} {
+		if got := w.groupsOf(user); !slices.Equal(got, want) {
+			t.Errorf("after the pending change %s is in %v, want %v", user, got, want)
+		}
+	}
+
+	// The dead writer's lease runs out; the next command writes its items first.
+	if _, err := w.db.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(w.names.Commands(w.tenant.System, w.tenant.ID)),
+		Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "group#staff"}, "sk": &types.AttributeValueMemberS{Value: "config"}},
+		UpdateExpression:          aws.String("SET members_lease_until = :past"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":past": &types.AttributeValueMemberN{Value: "1"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.exec(commands.ChangeMembers{Group: "staff", Remove: []string{"bob"}})
+	recs = w.records("group#staff")
+	w.apply(recs[3])
+	w.apply(recs[2]) // the first change, redelivered
+	for user, want := range map[string][]string{"ann": {"Staff"}, "bob": nil, "cid": nil} {
+		if got := w.groupsOf(user); !slices.Equal(got, want) {
+			t.Errorf("after the second change and a redelivery %s is in %v, want %v", user, got, want)
+		}
+	}
 }

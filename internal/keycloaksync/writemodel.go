@@ -69,3 +69,13 @@ func (w *WriteModel) Member(ctx context.Context, groupName, username string) (st
 	m, ok, err := w.store.CurrentMembership(ctx, w.tenant, identity.GroupKey(groupName), strings.ToLower(username))
 	return m.GroupID, m.UserID, ok, err
 }
+
+// Members are the current memberships in the group of those of the usernames that have
+// one, in one read (keyed by the lower-cased username).
+func (w *WriteModel) Members(ctx context.Context, groupName string, usernames []string) (map[string]dynamo.Membership, error) {
+	names := make([]string, len(usernames))
+	for i, u := range usernames {
+		names[i] = strings.ToLower(u)
+	}
+	return w.store.CurrentMemberships(ctx, w.tenant, identity.GroupKey(groupName), names)
+}

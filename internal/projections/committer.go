@@ -64,8 +64,9 @@ func (p *Projector) Committer(t Tables) *Committer { return &Committer{p: p, t: 
 //
 // viewed, if not nil, is called once as soon as the view of e's aggregate (its `config`
 // item) holds e's version or a newer one: when the transaction that wrote it is done,
-// before the group's membership, cascade and activity items, so that a reader waiting
-// for that version (X-Min-Version) need not wait for the rest of the group. It is called
+// which is after the group's memberships (a reader who sees a group's version finds the
+// memberships it changed) and before its cascade and activity items, so that a reader
+// waiting for that version (X-Min-Version) need not wait for the rest of the group. It is called
 // from the commit's goroutine and must not block; it may be called although Apply then
 // fails on a later write of e.
 func (c *Committer) Apply(ctx context.Context, e events.Envelope, viewed func()) error {

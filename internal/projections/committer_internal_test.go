@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
@@ -268,4 +269,72 @@ func firstNameOf(ctx context.Context, db *dynamodb.Client, tables Tables, name s
 	}
 	u, err := decodeUser(out.Item)
 	return u.FirstName, err == nil, err
+}
+
+// TestAGroupIsToldOfAfterTheMembershipsItsVersionChanged: a reader told that a group's
+// view holds a membership event's version (X-Min-Version) finds every membership that
+// version added or removed: through a Committer and through Apply.
+func TestAGroupIsToldOfAfterTheMembershipsItsVersionChanged(t *testing.T) {
+	client := dynamotest.Current(t).DynamoDB()
+	at := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	change := func(version int64, added []string, removed ...string) events.Envelope {
+		g := events.Group{ID: "g-id", Key: "g", Name: "G", Version: version, CreatedAt: at, UpdatedAt: at}
+		p := &events.GroupMembersChanged{Group: g}
+		for _, u := range added {
+			p.Added = append(p.Added, events.Member{Username: u, UserID: u + "-id", MembershipRev: 1})
+		}
+		for _, u := range removed {
+			p.Removed = append(p.Removed, events.Member{Username: u, UserID: u + "-id"})
+		}
+		return events.Envelope{EventID: fmt.Sprint("ev-g-", version), Type: p.EventType(), SchemaVersion: events.SchemaVersion,
+			Kind: events.KindGroup, Key: "g", Version: version, Actor: "test", CommandID: "cmd", CorrelationID: "corr", OccurredAt: at, Payload: p}
+	}
+	var added []string
+	for i := range 60 {
+		added = append(added, fmt.Sprintf("u%02d", i))
+	}
+	// live is how many of the users are live members of g now, and whether u00's
+	// membership is a tombstone.
+	live := func(tables Tables) (int, bool) {
+		out, err := client.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String(tables.Users), ConsistentRead: aws.Bool(true),
+			KeyConditionExpression: aws.String("id = :g"), ExpressionAttributeValues: map[string]types.AttributeValue{":g": str("group#g")}})
+		if err != nil {
+			t.Error(err)
+			return 0, false
+		}
+		n, gone := 0, false
+		for _, it := range out.Items {
+			switch {
+			case dynamo.StringAttr(it, "member_id") != "":
+				n++
+			case dynamo.StringAttr(it, "sk") == dynamo.MemberSK("u00"):
+				gone = true
+			}
+		}
+		return n, gone
+	}
+	for _, via := range []string{"a Committer", "Apply"} {
+		t.Run(via, func(t *testing.T) {
+			tables := committerTables(t, client)
+			p := New(client, Options{})
+			if err := p.Apply(t.Context(), tables, change(1, added)); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			var gone bool
+			viewed := func() { n, gone = live(tables) }
+			var err error
+			if via == "Apply" {
+				err = p.apply(t.Context(), tables, change(2, []string{"v00", "v01"}, "u00"), viewed)
+			} else {
+				err = p.Committer(tables).Apply(t.Context(), change(2, []string{"v00", "v01"}, "u00"), viewed)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 61 || !gone {
+				t.Errorf("told of version 2 while %d memberships were live and u00's removal written %v; want 61 and true", n, gone)
+			}
+		})
+	}
 }

@@ -65,15 +65,25 @@ func pick(log []events.Envelope, order []int) []events.Envelope {
 }
 
 // snapshot is the full content of a pair of tables, keyed "<pk>/<sk>", without the
-// projection-time `updated_at`, which legitimately differs between two runs.
+// projection-time `updated_at`, which legitimately differs between two runs. The group
+// pointers in users' partitions (projections.GroupPointer) are kept apart from the other
+// items of the read table.
 type snapshot struct {
 	Users      map[string]map[string]any
+	Pointers   map[string]map[string]any
 	Activities map[string]map[string]any
 }
 
 func takeSnapshot(t testing.TB, db *dynamodb.Client, tables projections.Tables) snapshot {
 	t.Helper()
-	return snapshot{Users: scan(t, db, tables.Users, "id"), Activities: scan(t, db, tables.Activities, "pk")}
+	s := snapshot{Users: scan(t, db, tables.Users, "id"), Pointers: map[string]map[string]any{}, Activities: scan(t, db, tables.Activities, "pk")}
+	for k, it := range s.Users {
+		if strings.HasPrefix(fmt.Sprint(it["id"]), "user#") && strings.HasPrefix(fmt.Sprint(it["sk"]), "group#") {
+			s.Pointers[k] = it
+			delete(s.Users, k)
+		}
+	}
+	return s
 }
 
 func scan(t testing.TB, db *dynamodb.Client, table, pk string) map[string]map[string]any {
@@ -99,7 +109,8 @@ func scan(t testing.TB, db *dynamodb.Client, table, pk string) map[string]map[st
 
 // diff describes how b differs from a, or is empty.
 func (a snapshot) diff(b snapshot) string {
-	return diffItems("users", a.Users, b.Users) + diffItems("activities", a.Activities, b.Activities)
+	return diffItems("users", a.Users, b.Users) + diffItems("group pointers", a.Pointers, b.Pointers) +
+		diffItems("activities", a.Activities, b.Activities)
 }
 
 func diffItems(table string, a, b map[string]map[string]any) string {
@@ -154,11 +165,17 @@ func assertNoSecrets(t testing.TB, s snapshot) {
 }
 
 // assertActivities checks that the activity table holds exactly one item per distinct
-// event of applied.
+// event of applied, and per member of a group.members_changed.
 func assertActivities(t testing.TB, s snapshot, applied []events.Envelope) {
 	t.Helper()
 	want := map[string]bool{}
 	for _, e := range applied {
+		if p, ok := e.Payload.(*events.GroupMembersChanged); ok {
+			for i := range len(p.Added) + len(p.Removed) {
+				want[projections.EntityPK(e.Entity())+"/"+projections.ActivitySK(e.OccurredAt, fmt.Sprintf("%s.%04d", e.EventID, i))] = true
+			}
+			continue
+		}
 		want[projections.EntityPK(e.Entity())+"/"+projections.ActivitySK(e.OccurredAt, e.EventID)] = true
 	}
 	got := map[string]bool{}
@@ -167,6 +184,31 @@ func assertActivities(t testing.TB, s snapshot, applied []events.Envelope) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("activity items %v, want one per event %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+}
+
+// assertPointers checks that the read table holds a group pointer for every user that
+// an event of applied added to a group, and no other.
+func assertPointers(t testing.TB, s snapshot, applied []events.Envelope) {
+	t.Helper()
+	want := map[string]bool{}
+	add := func(user, group string) { want["user#"+user+"/group#"+group] = true }
+	for _, e := range applied {
+		switch p := e.Payload.(type) {
+		case *events.GroupMemberAdded:
+			add(p.Username, e.Key)
+		case *events.GroupMembersChanged:
+			for _, m := range p.Added {
+				add(m.Username, e.Key)
+			}
+		}
+	}
+	got := map[string]bool{}
+	for k := range s.Pointers {
+		got[k] = true
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("group pointers %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 }
 

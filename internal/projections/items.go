@@ -157,6 +157,13 @@ func marshal(v any) (Item, error) {
 // (events.Envelope.Entity).
 func EntityPK(entity string) string { return "entity#" + entity }
 
+// GroupPointer is the item in a user's partition of the read table that names a group the
+// projector wrote a membership of the user in (MemberAdd): only id, sk and group_key, the
+// same whatever the order of events, so that applying them in any order leaves it the same.
+func GroupPointer(username, groupKey string) Item {
+	return Item{"id": str(dynamo.UserID(username)), "sk": str(dynamo.GroupPointerSK(groupKey)), "group_key": str(groupKey)}
+}
+
 // ActivitySK orders an entity's (and an actor's, and a day's) activity by time; the event
 // id makes it unique and derived from the event, so a replayed record rewrites its item.
 func ActivitySK(occurredAt time.Time, eventID string) string {

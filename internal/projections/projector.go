@@ -98,8 +98,10 @@ func (p *Projector) Apply(ctx context.Context, t Tables, e events.Envelope) erro
 	return p.apply(ctx, t, e, nil)
 }
 
-// apply is Apply that calls viewed, if not nil, once the event's conditional items are
-// written, before its membership, cascade and activity writes.
+// apply is Apply that calls viewed, if not nil, once the event's aggregate view is
+// written: after its membership writes (so that a reader who sees a group at a version
+// also finds the memberships that version changed), before its cascade and activity
+// writes.
 func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, viewed func()) error {
 	if err := t.validate(); err != nil {
 		return err
@@ -109,18 +111,20 @@ func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, view
 		return fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
 	}
 	w := p.writer(t)
-	for _, u := range fx.Upserts {
+	memberships, views := splitMemberships(fx.Upserts)
+	if err := each(ctx, p.concurrency, fx.MemberAdds, w.addMember); err != nil {
+		return err
+	}
+	if err := each(ctx, p.concurrency, memberships, w.upsert); err != nil {
+		return err
+	}
+	for _, u := range views {
 		if err := w.upsert(ctx, u); err != nil {
 			return err
 		}
 	}
 	if viewed != nil {
 		viewed()
-	}
-	if fx.MemberAdd != nil {
-		if err := w.addMember(ctx, *fx.MemberAdd); err != nil {
-			return err
-		}
 	}
 	if fx.UserCascade != nil {
 		if err := w.cascadeUser(ctx, *fx.UserCascade); err != nil {
@@ -132,13 +136,17 @@ func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, view
 			return err
 		}
 	}
-	if fx.Activity == nil {
+	switch len(fx.Activities) {
+	case 0:
+		return nil
+	case 1:
+		if err := p.activities.write(ctx, t.Activities, fx.Activities[0]); err != nil {
+			return fmt.Errorf("put activity %s in %s: %w", itemKey(fx.Activities[0], "pk"), t.Activities, err)
+		}
 		return nil
 	}
-	if err := p.activities.write(ctx, t.Activities, fx.Activity); err != nil {
-		return fmt.Errorf("put activity %s in %s: %w", itemKey(fx.Activity, "pk"), t.Activities, err)
-	}
-	return nil
+	// The items of one members change fill batches of their own.
+	return each(ctx, p.concurrency, slices.Collect(slices.Chunk(fx.Activities, maxBatchItems)), w.batchPut(t.Activities))
 }
 
 // ApplyBatch projects many events, e.g. a page of a replay, and leaves the tables as Apply
@@ -174,9 +182,9 @@ func (p *Projector) ApplyStates(ctx context.Context, t Tables, es []events.Envel
 type viewedFunc func(key string, version int64)
 
 // applyBatch applies es; with unconditional, the aggregates' own items are batch-written
-// and returned as Rebuild describes. viewed, if not nil, hears of every conditional item
-// as soon as its transaction is done, before the membership, cascade and activity writes
-// that follow; it may be called from several goroutines at once.
+// and returned as Rebuild describes. viewed, if not nil, hears of every conditional view
+// item as soon as its transaction is done: after the memberships, before the cascade and
+// activity writes that follow; it may be called from several goroutines at once.
 func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelope, reducers map[events.Type]Reducer, unconditional bool, viewed viewedFunc) (map[string]int64, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
@@ -193,8 +201,8 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 		if err != nil {
 			return nil, fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
 		}
-		if fx.Activity != nil {
-			activities[itemKey(fx.Activity, "pk")] = fx.Activity
+		for _, a := range fx.Activities {
+			activities[itemKey(a, "pk")] = a
 		}
 		for _, u := range fx.Upserts {
 			k := itemKey(u.Item, "id")
@@ -202,10 +210,10 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 				upserts[k] = u
 			}
 		}
-		if m := fx.MemberAdd; m != nil {
+		for _, m := range fx.MemberAdds {
 			k := m.GroupKey + "\x00" + m.Username
 			if cur, ok := adds[k]; !ok || m.Version > cur.Version {
-				adds[k] = *m
+				adds[k] = m
 			}
 		}
 		// Duplicates of a delete need one cascade; cascades of different deletes are kept
@@ -246,10 +254,15 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 			return nil
 		}
 	}
-	if err := each(ctx, n, slices.Collect(slices.Chunk(sorted(upserts), maxUpsertsPerTransaction)), upsertMany); err != nil {
+	// Memberships before the views, as in apply.
+	memberships, views := splitMemberships(sorted(upserts))
+	if err := each(ctx, n, sorted(adds), w.addMember); err != nil {
 		return nil, err
 	}
-	if err := each(ctx, n, sorted(adds), w.addMember); err != nil {
+	if err := each(ctx, n, slices.Collect(slices.Chunk(memberships, maxUpsertsPerTransaction)), w.upsertMany); err != nil {
+		return nil, err
+	}
+	if err := each(ctx, n, slices.Collect(slices.Chunk(views, maxUpsertsPerTransaction)), upsertMany); err != nil {
 		return nil, err
 	}
 	if err := each(ctx, n, sorted(users), w.cascadeUser); err != nil {
@@ -342,10 +355,14 @@ func (w writer) upsertMany(ctx context.Context, us []Upsert) error {
 	return nil
 }
 
-// addMember writes the live membership in one transaction with the guards on the group and
-// user configs, so a delete projected concurrently is either seen by the guard or sees the
-// membership in its cascade.
+// addMember writes the user's pointer to the group, then the live membership in one
+// transaction with the guards on the group and user configs, so a delete projected
+// concurrently is either seen by the guard or sees the membership in its cascade (which
+// reads the pointers after writing the user's tombstone).
 func (w writer) addMember(ctx context.Context, m MemberAdd) error {
+	if _, err := w.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.tables.Users), Item: GroupPointer(m.Username, m.GroupKey)}); err != nil {
+		return fmt.Errorf("put group pointer of %s to %s in %s: %w", m.Username, m.GroupKey, w.tables.Users, err)
+	}
 	_, err := w.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: &types.Put{
 			TableName:                 aws.String(w.tables.Users),
@@ -417,12 +434,30 @@ func (w writer) tombstoneMembership(ctx context.Context, id, sk, guard, op strin
 }
 
 // cascadeUser tombstones the user's live memberships from before the delete. Those in
-// c.Groups are addressed directly; UserGroupGSI finds the rest (memberships the write side
-// had already removed, whose member_removed is still to come).
+// c.Groups and those the user's group pointers name (read strongly consistently: a
+// members change may have added the user without the delete knowing) are addressed
+// directly; UserGroupGSI finds the rest (memberships the write side had already removed,
+// whose member_removed is still to come, and those projected before pointers were kept).
 func (w writer) cascadeUser(ctx context.Context, c UserCascade) error {
 	ids := map[string]bool{}
 	for _, g := range c.Groups {
 		ids[dynamo.GroupID(g)] = true
+	}
+	pointers := dynamodb.NewQueryPaginator(w.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(w.tables.Users),
+		ConsistentRead:            aws.Bool(true),
+		KeyConditionExpression:    aws.String("#id = :id AND begins_with(#sk, :g)"),
+		ExpressionAttributeNames:  map[string]string{"#id": "id", "#sk": "sk"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(dynamo.UserID(c.Username)), ":g": str(dynamo.GroupPointerSK(""))},
+	})
+	for pointers.HasMorePages() {
+		page, err := pointers.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list group pointers of %s in %s: %w", c.Username, w.tables.Users, err)
+		}
+		for _, it := range page.Items {
+			ids[dynamo.GroupID(dynamo.StringAttr(it, "group_key"))] = true
+		}
 	}
 	pages := dynamodb.NewQueryPaginator(w.db, &dynamodb.QueryInput{
 		TableName:                 aws.String(w.tables.Users),
@@ -542,6 +577,18 @@ func each[T any](ctx context.Context, n int, items []T, f func(context.Context, 
 		g.Go(func() error { return f(ctx, it) })
 	}
 	return g.Wait()
+}
+
+// splitMemberships parts upserts into membership items and the rest (the views).
+func splitMemberships(us []Upsert) (memberships, views []Upsert) {
+	for _, u := range us {
+		if dynamo.IsMemberSK(dynamo.StringAttr(u.Item, "sk")) {
+			memberships = append(memberships, u)
+		} else {
+			views = append(views, u)
+		}
+	}
+	return memberships, views
 }
 
 // sorted lists m's values by key, so a batch always runs in the same order.

@@ -16,7 +16,7 @@ import (
 
 // TestAnyOrderGivesTheSameTables: given a random command history over a few users and
 // groups (creates, updates, password changes, (de)activation, deletes and re-creates,
-// members added and removed, groups deleted), when its records are applied in order into
+// members added and removed one by one and many at once, groups deleted), when its records are applied in order into
 // tables A, shuffled with random duplicates into B, shuffled with duplicates by four
 // concurrent workers into C, through ApplyBatch in random chunks into D, and through a
 // Committer by sixteen concurrent workers (the live projector's group commit) into E, then
@@ -37,6 +37,7 @@ func TestAnyOrderGivesTheSameTables(t *testing.T) {
 			want := takeSnapshot(t, db, a)
 			assertMatchesWriteSide(t, want, w)
 			assertActivities(t, want, w.log)
+			assertPointers(t, want, w.log)
 			assertNoSecrets(t, want)
 
 			b := newTables(t, db)
@@ -122,7 +123,7 @@ func randomHistory(w *world, rng *rand.Rand, n int) {
 		g := strings.ToLower(gname)
 		// Membership commands are the interesting ones, so they are drawn most often; deletes
 		// are drawn less, so that memberships get a chance to pile up before one.
-		switch rng.IntN(14) {
+		switch rng.IntN(16) {
 		case 0:
 			if !exists(u) {
 				w.createUser(u, fmt.Sprintf("%s.%d@Example.com", u, rng.IntN(100)), "First"+u, "Last"+u)
@@ -168,6 +169,24 @@ func randomHistory(w *world, rng *rand.Rand, n int) {
 		case 12, 13:
 			if isMember(g, u) {
 				w.removeMember(g, u)
+			}
+		case 14, 15:
+			// One members change: a random part of the users added, another removed.
+			if !groupExists(g) {
+				continue
+			}
+			var add, remove []string
+			for _, name := range usernames {
+				switch {
+				case !exists(name):
+				case isMember(g, name) && rng.IntN(2) == 0:
+					remove = append(remove, name)
+				case !isMember(g, name) && rng.IntN(2) == 0:
+					add = append(add, name)
+				}
+			}
+			if len(add)+len(remove) > 0 {
+				w.changeMembers(g, add, remove)
 			}
 		}
 	}

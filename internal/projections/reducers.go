@@ -17,16 +17,17 @@ type Reducer func(e events.Envelope) (Effects, error)
 
 // Effects are the writes one event needs; the Projector executes them.
 type Effects struct {
-	// Activity is the event's activity item (nil from the state-only reducers of
-	// ApplyStates). Its key is derived from the event, so it is written unconditionally
-	// and may go into a BatchWriteItem.
-	Activity Item
+	// Activities are the event's activity items: one, or one per member of a
+	// group.members_changed (none from the state-only reducers of ApplyStates). Their keys
+	// are derived from the event, so they are written unconditionally and may go into a
+	// BatchWriteItem.
+	Activities []Item
 	// Upserts are read-table items written only if their version is newer than the stored
 	// one: a conditional PutItem each, never batchable.
 	Upserts []Upsert
-	// MemberAdd is a membership that is written live only if no delete of its group or user
-	// has overtaken it; nil unless the event adds a member.
-	MemberAdd *MemberAdd
+	// MemberAdds are memberships each written live only if no delete of its group or user
+	// has overtaken it; none unless the event adds members.
+	MemberAdds []MemberAdd
 	// UserCascade tombstones the memberships of a deleted user; nil unless the event
 	// deletes a user.
 	UserCascade *UserCascade
@@ -45,7 +46,10 @@ type Upsert struct {
 // config's last_deleted_version has reached Version nor the user config's
 // deleted_membership_rev has reached MembershipRev; if one of them has, the add belongs to
 // a deleted incarnation and Obsolete — the tombstone a later delete would have made of
-// Live — is upserted instead.
+// Live — is upserted instead. Either way the user's partition first gets a pointer to the
+// group (`user#<username>` / `group#<key>`), which a user delete's cascade reads strongly
+// consistently: a members change may add a user whose delete is decided before the
+// change's items are written, so the delete's own list of groups may lack this one.
 type MemberAdd struct {
 	GroupKey      string
 	Username      string
@@ -56,8 +60,9 @@ type MemberAdd struct {
 }
 
 // UserCascade tombstones every live membership of Username whose membership_rev is at
-// most DeletedRev. Groups (from the event) are looked up directly, because UserGroupGSI is
-// eventually consistent and may not show a membership projected a moment ago.
+// most DeletedRev. Groups (from the event) and the group pointers in the user's partition
+// are looked up directly, because UserGroupGSI is eventually consistent and may not show
+// a membership projected a moment ago.
 type UserCascade struct {
 	Username   string
 	DeletedRev int64
@@ -96,6 +101,7 @@ func stateReducers() map[events.Type]Reducer {
 		events.GroupDeletedType:        reduceGroupDeleted,
 		events.GroupMemberAddedType:    reduceMemberAdded,
 		events.GroupMemberRemovedType:  reduceMemberRemoved,
+		events.GroupMembersChangedType: reduceMembersChanged,
 	}
 }
 
@@ -203,39 +209,48 @@ func reduceMemberAdded(e events.Envelope) (Effects, error) {
 	if err != nil {
 		return Effects{}, err
 	}
-	if p.Username == "" || p.MembershipRev < 1 {
-		return Effects{}, fmt.Errorf("%s %s v%d: missing username or membership revision", e.Type, e.Key, e.Version)
-	}
 	fx, err := upsert(liveGroup(g), g.Version)
 	if err != nil {
 		return Effects{}, err
 	}
-	m := MembershipView{
+	m, err := memberAdd(e, g, events.Member{Username: p.Username, UserID: p.UserID, MembershipRev: p.MembershipRev})
+	if err != nil {
+		return Effects{}, err
+	}
+	fx.MemberAdds = []MemberAdd{m}
+	return fx, nil
+}
+
+// memberAdd is the live and obsolete forms of m's membership of g as of e.
+func memberAdd(e events.Envelope, g events.Group, m events.Member) (MemberAdd, error) {
+	if m.Username == "" || m.MembershipRev < 1 {
+		return MemberAdd{}, fmt.Errorf("%s %s v%d: missing username or membership revision", e.Type, e.Key, e.Version)
+	}
+	v := MembershipView{
 		ID:            dynamo.GroupID(g.Key),
-		SK:            dynamo.MemberSK(p.Username),
-		MemberID:      p.Username,
+		SK:            dynamo.MemberSK(m.Username),
+		MemberID:      m.Username,
 		MemberOf:      g.Key,
-		Username:      p.Username,
+		Username:      m.Username,
 		GroupKey:      g.Key,
 		GroupName:     g.Name,
 		Version:       g.Version,
-		MembershipRev: p.MembershipRev,
+		MembershipRev: m.MembershipRev,
 		AddedAt:       formatTime(e.OccurredAt),
 	}
-	live, err := marshal(m)
+	live, err := marshal(v)
 	if err != nil {
-		return Effects{}, err
+		return MemberAdd{}, err
 	}
-	m.MemberID, m.MemberOf, m.IsDeleted = "", "", true
-	obsolete, err := marshal(m)
+	v.MemberID, v.MemberOf, v.IsDeleted = "", "", true
+	obsolete, err := marshal(v)
 	if err != nil {
-		return Effects{}, err
+		return MemberAdd{}, err
 	}
-	fx.MemberAdd = &MemberAdd{
-		GroupKey: g.Key, Username: p.Username, Version: g.Version, MembershipRev: p.MembershipRev,
+	return MemberAdd{
+		GroupKey: g.Key, Username: m.Username, Version: g.Version, MembershipRev: m.MembershipRev,
 		Live: live, Obsolete: obsolete,
-	}
-	return fx, nil
+	}, nil
 }
 
 func reduceMemberRemoved(e events.Envelope) (Effects, error) {
@@ -247,27 +262,68 @@ func reduceMemberRemoved(e events.Envelope) (Effects, error) {
 	if err != nil {
 		return Effects{}, err
 	}
-	if p.Username == "" {
-		return Effects{}, fmt.Errorf("%s %s v%d: missing username", e.Type, e.Key, e.Version)
-	}
 	fx, err := upsert(liveGroup(g), g.Version)
 	if err != nil {
 		return Effects{}, err
 	}
-	// A removal needs no guard: a tombstone is right whatever was deleted meanwhile.
+	tomb, err := memberRemoved(e, g, p.Username)
+	if err != nil {
+		return Effects{}, err
+	}
+	fx.Upserts = append(fx.Upserts, tomb)
+	return fx, nil
+}
+
+// memberRemoved is the tombstone of username's membership of g as of e. A removal needs
+// no guard: a tombstone is right whatever was deleted meanwhile.
+func memberRemoved(e events.Envelope, g events.Group, username string) (Upsert, error) {
+	if username == "" {
+		return Upsert{}, fmt.Errorf("%s %s v%d: missing username", e.Type, e.Key, e.Version)
+	}
 	tomb, err := marshal(MembershipView{
 		ID:        dynamo.GroupID(g.Key),
-		SK:        dynamo.MemberSK(p.Username),
-		Username:  p.Username,
+		SK:        dynamo.MemberSK(username),
+		Username:  username,
 		GroupKey:  g.Key,
 		GroupName: g.Name,
 		Version:   g.Version,
 		IsDeleted: true,
 	})
 	if err != nil {
+		return Upsert{}, err
+	}
+	return Upsert{Item: tomb, Version: g.Version}, nil
+}
+
+// reduceMembersChanged is reduceMemberAdded and reduceMemberRemoved for each member, at
+// the one version of the change.
+func reduceMembersChanged(e events.Envelope) (Effects, error) {
+	p, ok := e.Payload.(*events.GroupMembersChanged)
+	if !ok {
+		return Effects{}, payloadMismatch(e)
+	}
+	g, err := groupState(e)
+	if err != nil {
 		return Effects{}, err
 	}
-	fx.Upserts = append(fx.Upserts, Upsert{Item: tomb, Version: g.Version})
+	fx, err := upsert(liveGroup(g), g.Version)
+	if err != nil {
+		return Effects{}, err
+	}
+	for _, m := range p.Added {
+		add, err := memberAdd(e, g, m)
+		if err != nil {
+			return Effects{}, err
+		}
+		fx.MemberAdds = append(fx.MemberAdds, add)
+	}
+	for _, m := range p.Removed {
+		tomb, err := memberRemoved(e, g, m.Username)
+		if err != nil {
+			return Effects{}, err
+		}
+		fx.Upserts = append(fx.Upserts, tomb)
+	}
 	return fx, nil
 }
 
@@ -361,11 +417,43 @@ func (a activity) with(r Reducer) Reducer {
 		if err != nil {
 			return Effects{}, err
 		}
-		if fx.Activity, err = a.item(e); err != nil {
+		if fx.Activities, err = a.items(e); err != nil {
 			return Effects{}, err
 		}
 		return fx, nil
 	}
+}
+
+// items are the activity items of e: one, or for a group.members_changed one per member,
+// as group.member_added and group.member_removed would have made them, told apart by the
+// member's place in the event (`<event id>.<n>`).
+func (a activity) items(e events.Envelope) ([]Item, error) {
+	p, ok := e.Payload.(*events.GroupMembersChanged)
+	if !ok {
+		it, err := a.item(e)
+		return []Item{it}, err
+	}
+	out := make([]Item, 0, len(p.Added)+len(p.Removed))
+	each := func(t events.Type, m events.Member, change events.Change) error {
+		one := e
+		one.Type = t
+		one.EventID = fmt.Sprintf("%s.%04d", e.EventID, len(out))
+		one.Changes = map[string]events.Change{"member": change}
+		it, err := a.item(one)
+		out = append(out, it)
+		return err
+	}
+	for _, m := range p.Added {
+		if err := each(events.GroupMemberAddedType, m, events.Change{New: m.Username}); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range p.Removed {
+		if err := each(events.GroupMemberRemovedType, m, events.Change{Old: m.Username}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (a activity) item(e events.Envelope) (Item, error) {

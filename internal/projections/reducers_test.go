@@ -6,6 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/projections"
 )
@@ -22,6 +26,20 @@ type projectionCase struct {
 	order    []int
 	shuffles int
 	then     []want
+	// laggingIndex runs the projector over a DynamoDB whose UserGroupGSI shows nothing
+	// yet, as an eventually consistent index on AWS may right after a write (DynamoDB
+	// Local updates its indexes synchronously).
+	laggingIndex bool
+}
+
+// laggingIndex is DynamoDB with an UserGroupGSI that has not caught up with anything.
+type laggingIndex struct{ *dynamodb.Client }
+
+func (l laggingIndex) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if aws.ToString(in.IndexName) == dynamo.IndexUserGroup {
+		return &dynamodb.QueryOutput{}, nil
+	}
+	return l.Client.Query(ctx, in, opts...)
 }
 
 func runCases(t *testing.T, cases []projectionCase) {
@@ -30,7 +48,11 @@ func runCases(t *testing.T, cases []projectionCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db := client(t)
-			p := projections.New(db, projections.Options{Retention: retention})
+			var pdb projections.DB = db
+			if tc.laggingIndex {
+				pdb = laggingIndex{db}
+			}
+			p := projections.New(pdb, projections.Options{Retention: retention})
 			w := newWorld(t)
 			tc.given(w)
 			order := tc.order
@@ -44,6 +66,7 @@ func runCases(t *testing.T, cases []projectionCase) {
 			got := takeSnapshot(t, db, tables)
 			assertItems(t, got, tc.then)
 			assertActivities(t, got, applied)
+			assertPointers(t, got, applied)
 			assertNoSecrets(t, got)
 
 			applyAll(t, p, tables, applied)
@@ -223,7 +246,7 @@ func TestUserEvents(t *testing.T) {
 			then: []want{
 				{key: "user#jdoe/config", exact: true, attrs: map[string]any{
 					"id": "user#jdoe", "sk": "config", "username": "jdoe", "version": 2, "config_updated_at": at(6),
-					"deleted_membership_rev": 2, "is_deleted": true, "is_active": false,
+					"deleted_membership_rev": 3, "is_deleted": true, "is_active": false,
 				}},
 				{key: "group#admins/config", attrs: map[string]any{"version": 2, "is_deleted": false}},
 				{key: "group#ops/config", attrs: map[string]any{"version": 2, "is_deleted": false}},
@@ -261,7 +284,7 @@ func TestUserEvents(t *testing.T) {
 			order:    []int{0, 1, 3, 2},
 			shuffles: 6,
 			then: []want{
-				{key: "user#jdoe/config", attrs: map[string]any{"version": 2, "is_deleted": true, "deleted_membership_rev": 1}},
+				{key: "user#jdoe/config", attrs: map[string]any{"version": 2, "is_deleted": true, "deleted_membership_rev": 2}},
 				{key: "group#admins/config", attrs: map[string]any{"version": 2, "is_deleted": false}},
 				{
 					key:    "group#admins/member#jdoe",
@@ -305,11 +328,11 @@ func TestUserEvents(t *testing.T) {
 			then: []want{
 				live(3, map[string]any{
 					"user_id": "jdoe-id2", "email": "jane@new.example", "last_name_sort": "roe\x01jdoe",
-					"deleted_membership_rev": 1, "created_at": at(5),
+					"deleted_membership_rev": 2, "created_at": at(5),
 				}),
 				{key: "group#admins/config", attrs: map[string]any{"version": 3}},
 				{key: "group#admins/member#jdoe", attrs: map[string]any{
-					"version": 3, "membership_rev": 2, "member_id": "jdoe", "member_of": "admins", "is_deleted": false,
+					"version": 3, "membership_rev": 3, "member_id": "jdoe", "member_of": "admins", "is_deleted": false,
 				}},
 			},
 		},
@@ -506,6 +529,74 @@ func TestGroupEvents(t *testing.T) {
 				{key: "group#admins/member#jdoe", attrs: map[string]any{"version": 3, "is_deleted": true}, absent: []string{"member_id"}},
 				user("jdoe"),
 			},
+		},
+	})
+}
+
+func TestMembersChangedEvents(t *testing.T) {
+	setup := func(w *world) {
+		w.createGroup("Admins", "")
+		for _, u := range []string{"ann", "bob", "cid"} {
+			w.createUser(u, u+"@example.com", "", "")
+		}
+		w.addMember("admins", "bob")
+	}
+	membership := func(user string, attrs map[string]any, absent ...string) want {
+		return want{key: "group#admins/member#" + user, attrs: attrs, absent: absent}
+	}
+	users := []want{{key: "user#ann/config"}, {key: "user#bob/config"}, {key: "user#cid/config"}}
+	runCases(t, []projectionCase{
+		{
+			name: "group.members_changed gives live memberships of the added and tombstones of the removed, at its one version",
+			given: func(w *world) {
+				setup(w)
+				w.changeMembers("admins", []string{"ann", "cid"}, []string{"bob"})
+			},
+			shuffles: 4,
+			then: append([]want{
+				{key: "group#admins/config", attrs: map[string]any{"version": 3, "config_updated_at": at(6), "is_deleted": false}},
+				{key: "group#admins/member#ann", exact: true, attrs: map[string]any{
+					"id": "group#admins", "sk": "member#ann", "member_id": "ann", "member_of": "admins",
+					"username": "ann", "group_key": "admins", "group_name": "Admins", "version": 3,
+					"membership_rev": 1, "added_at": at(6), "is_deleted": false,
+				}},
+				membership("cid", map[string]any{"version": 3, "member_id": "cid", "is_deleted": false}),
+				membership("bob", map[string]any{"version": 3, "is_deleted": true}, "member_id", "member_of"),
+			}, users...),
+		},
+		{
+			name: "user.deleted that does not list a group a members change added tombstones that membership, also before the index shows it",
+			given: func(w *world) {
+				setup(w)
+				w.changeMembers("admins", []string{"ann"}, nil)
+				w.deleteUser("ann") // lists no groups: the change's items were not written yet
+			},
+			laggingIndex: true,
+			shuffles:     6,
+			then: []want{
+				{key: "group#admins/config", attrs: map[string]any{"version": 3}},
+				membership("ann", map[string]any{"version": 3, "membership_rev": 1, "is_deleted": true}, "member_id", "member_of"),
+				membership("bob", map[string]any{"version": 2, "is_deleted": false, "member_id": "bob"}),
+				{key: "user#ann/config", attrs: map[string]any{"is_deleted": true, "deleted_membership_rev": 1}},
+				{key: "user#bob/config"}, {key: "user#cid/config"},
+			},
+		},
+		{
+			name: "a members change of a user re-created after a delete is live, whatever arrives first",
+			given: func(w *world) {
+				setup(w)
+				w.changeMembers("admins", []string{"ann"}, nil)
+				w.deleteUser("ann")
+				w.createUser("ann", "ann@example.com", "", "")
+				w.changeMembers("admins", []string{"ann"}, []string{"bob"})
+			},
+			laggingIndex: true,
+			shuffles:     8,
+			then: append([]want{
+				{key: "group#admins/config", attrs: map[string]any{"version": 4}},
+				membership("ann", map[string]any{"version": 4, "membership_rev": 2, "is_deleted": false, "member_id": "ann"}),
+				membership("bob", map[string]any{"version": 4, "is_deleted": true}, "member_id"),
+			}, users...),
 		},
 	})
 }

@@ -27,10 +27,14 @@ type world struct {
 	actor  string
 	users  map[string]*userModel
 	groups map[string]*groupModel
-	// memRev is each username's membership revision, bumped by every add; it survives a
-	// delete, like the write side's `user#<u>/memberships` item.
+	// memRev is each username's membership revision, bumped by every add and delete; it
+	// survives a delete, like the write side's `user#<u>/memberships` item.
 	memRev map[string]int64
-	log    []events.Envelope
+	// bulk marks the memberships (group key, username) a members change made: a delete
+	// of their user may not know them (the write side writes their items after the
+	// change is recorded), so deleteUser leaves them out of its groups, the worst case.
+	bulk map[[2]string]bool
+	log  []events.Envelope
 }
 
 type userModel struct {
@@ -57,6 +61,7 @@ func newWorld(t testing.TB) *world {
 	return &world{
 		t: t, reg: events.NewRegistry(), clock: t0, actor: "admin-1",
 		users: map[string]*userModel{}, groups: map[string]*groupModel{}, memRev: map[string]int64{},
+		bulk: map[[2]string]bool{},
 	}
 }
 
@@ -170,13 +175,16 @@ func (w *world) deleteUser(name string) events.Envelope {
 	for _, key := range slices.Sorted(maps.Keys(w.groups)) {
 		if g := w.groups[key]; g.exists {
 			if _, ok := g.members[name]; ok {
-				groups = append(groups, key)
+				if !w.bulk[[2]string{key, name}] {
+					groups = append(groups, key)
+				}
 				delete(g.members, name)
 			}
 		}
 	}
 	prev := u.state
 	u.exists = false
+	w.memRev[name]++
 	u.state = events.User{
 		Username: name, Version: prev.Version + 1, CreatedAt: prev.CreatedAt, UpdatedAt: w.tick(),
 		Deleted: true, DeletedMembershipRev: w.memRev[name],
@@ -236,6 +244,7 @@ func (w *world) addMember(key, name string) events.Envelope {
 	g.state.Version++
 	g.state.UpdatedAt = w.tick()
 	g.members[name] = g.state.Version
+	delete(w.bulk, [2]string{key, name})
 	return w.record(events.KindGroup, key, g.state.Version, &events.GroupMemberAdded{
 		Group: g.state, Username: name, UserID: u.state.ID, MembershipRev: w.memRev[name],
 	}, map[string]events.Change{"members": {New: name}})
@@ -252,6 +261,33 @@ func (w *world) removeMember(key, name string) events.Envelope {
 	return w.record(events.KindGroup, key, g.state.Version, &events.GroupMemberRemoved{
 		Group: g.state, Username: name, UserID: w.users[name].state.ID,
 	}, map[string]events.Change{"members": {Old: name}})
+}
+
+// changeMembers adds and removes many users at one group version, deciding each
+// addition's revision from the user's last delete, as the write side does.
+func (w *world) changeMembers(key string, add, remove []string) events.Envelope {
+	g := w.liveGroup(key)
+	g.state.Version++
+	g.state.UpdatedAt = w.tick()
+	p := &events.GroupMembersChanged{Group: g.state}
+	for _, name := range add {
+		u := w.live(name)
+		if _, ok := g.members[name]; ok {
+			panic("world: already a member")
+		}
+		g.members[name] = g.state.Version
+		w.bulk[[2]string{key, name}] = true
+		p.Added = append(p.Added, events.Member{Username: name, UserID: u.state.ID, MembershipRev: u.state.DeletedMembershipRev + 1})
+	}
+	for _, name := range remove {
+		if _, ok := g.members[name]; !ok {
+			panic("world: not a member")
+		}
+		delete(g.members, name)
+		p.Removed = append(p.Removed, events.Member{Username: name, UserID: w.users[name].state.ID})
+	}
+	p.Group = g.state
+	return w.record(events.KindGroup, key, g.state.Version, p, nil)
 }
 
 // addMemberRaw records a member_added that the write side would never make: no

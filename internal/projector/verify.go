@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/projections"
 )
@@ -159,7 +160,7 @@ func (r *Replayer) verify(ctx context.Context, row dynamo.Tenant, next projectio
 		g.SetLimit(opts.Workers)
 		for chunk := range slices.Chunk(pending, 100) {
 			g.Go(func() error {
-				bad, err := r.runChecks(gctx, row.CommandsTable, next.Users, chunk)
+				bad, err := r.runChecks(gctx, row, next.Users, chunk)
 				if err != nil {
 					return err
 				}
@@ -224,7 +225,8 @@ func (r *Replayer) refresh(ctx context.Context, logTable string, failed []check)
 }
 
 // runChecks evaluates checks; reverse checks look the key up in the log.
-func (r *Replayer) runChecks(ctx context.Context, logTable, readTable string, checks []check) ([]check, error) {
+func (r *Replayer) runChecks(ctx context.Context, row dynamo.Tenant, readTable string, checks []check) ([]check, error) {
+	logTable := row.CommandsTable
 	var forward, reverse []check
 	for _, c := range checks {
 		if c.reverse {
@@ -258,12 +260,45 @@ func (r *Replayer) runChecks(ctx context.Context, logTable, readTable string, ch
 	if err != nil {
 		return nil, err
 	}
+	var notInLog []check
 	for i, c := range reverse {
 		if inLog[i] == nil && stillLive[i] != nil && dynamo.StringAttr(stillLive[i], "member_id") != "" {
+			notInLog = append(notInLog, c)
+		}
+	}
+	pending, err := r.pendingMembers(ctx, row, notInLog)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range notInLog {
+		if !pending[c.id+"\x00"+c.sk] {
 			failed = append(failed, c)
 		}
 	}
 	return failed, nil
+}
+
+// pendingMembers are those of the live memberships the log has no item of that a members
+// change of their group decided and its writer has not written yet (their group is marked
+// pending): the write model's current memberships, read as the Keycloak sync reads them.
+func (r *Replayer) pendingMembers(ctx context.Context, row dynamo.Tenant, checks []check) (map[string]bool, error) {
+	out := map[string]bool{}
+	byGroup := map[string][]string{}
+	for _, c := range checks {
+		byGroup[c.id] = append(byGroup[c.id], c.sk[len(dynamo.MemberSK("")):])
+	}
+	store := dynamo.NewCommandStore(r.db, r.names, r.registry, 0)
+	t := commands.Tenant{System: row.SystemID, ID: row.TenantID}
+	for id, users := range byGroup {
+		ms, err := store.CurrentMemberships(ctx, t, id[len(dynamo.GroupID("")):], users)
+		if err != nil {
+			return nil, fmt.Errorf("verify: memberships of %s: %w", id, err)
+		}
+		for u := range ms {
+			out[id+"\x00"+dynamo.MemberSK(u)] = true
+		}
+	}
+	return out, nil
 }
 
 // batchGet reads the checks' keys (consistently), in order; nil where absent.

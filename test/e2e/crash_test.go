@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,7 @@ func workload(t *testing.T, base string, n int, seed uint64) int64 {
 				u := fmt.Sprintf("u%d", rng.IntN(120))
 				g := fmt.Sprintf("Group %d", rng.IntN(12))
 				var r response
-				switch op := rng.IntN(10); op {
+				switch op := rng.IntN(11); op {
 				case 0, 1:
 					r = call(t, "POST", base+"/users", map[string]any{"username": u, "email": u + "@example.com",
 						"first_name": "F" + u, "last_name": "L" + strconv.Itoa(rng.IntN(50)), "password": "password-" + u})
@@ -56,6 +57,19 @@ func workload(t *testing.T, base string, n int, seed uint64) int64 {
 					} else {
 						r = call(t, "PATCH", base+"/groups/"+escape(g), map[string]any{"description": "d" + strconv.Itoa(rng.IntN(99))})
 					}
+				case 10:
+					// Many members at once; an unknown user refuses the whole change (404).
+					add, remove := []string{}, []string{}
+					for range 1 + rng.IntN(6) {
+						v := fmt.Sprintf("u%d", rng.IntN(120))
+						if rng.IntN(3) == 0 {
+							remove = append(remove, v)
+						} else if !slices.Contains(remove, v) {
+							add = append(add, v)
+						}
+					}
+					add = slices.DeleteFunc(add, func(v string) bool { return slices.Contains(remove, v) })
+					r = call(t, "POST", base+"/groups/"+escape(g)+"/members", map[string]any{"add": add, "remove": remove})
 				}
 				switch {
 				case r.status >= 500:
@@ -84,7 +98,8 @@ func escape(s string) string {
 }
 
 // expectedViews builds the read model and activity feed from the command log alone, with
-// the projections package into fresh tables: what the live tables must equal.
+// the projections package into fresh tables: what the live tables must equal. history is
+// the activity items they must hold: one per event, one per member of a members change.
 func expectedViews(t *testing.T, e *env, commandsTable string) (users, activities string, history int) {
 	t.Helper()
 	return expectedViewsNamed(t, e, commandsTable, e.prefix+"_expected_users", e.prefix+"_expected_activities")
@@ -112,12 +127,20 @@ func expectedViewsNamed(t *testing.T, e *env, commandsTable, users, activities s
 		es = append(es, env)
 	}
 	p := projections.New(e.db, projections.Options{Retention: 2160 * time.Hour})
+	items := 0
+	for _, env := range es {
+		fx, err := p.Effects(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items += len(fx.Activities)
+	}
 	for start := 0; start < len(es); start += 200 {
 		if err := p.ApplyBatch(ctx, projections.Tables{Users: users, Activities: activities}, es[start:min(start+200, len(es))]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return users, activities, len(es)
+	return users, activities, items
 }
 
 func count(t *testing.T, db *dynamodb.Client, table string) int {

@@ -1,0 +1,211 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// What a members change (commands.ChangeMembersHandler) reads and writes besides its
+// transaction.
+
+// maxBatchGet is DynamoDB's limit of keys in one BatchGetItem.
+const maxBatchGet = 100
+
+// batchGet reads keys of table strongly consistently, in requests of 100 run side by side,
+// retrying what DynamoDB leaves unprocessed; absent items are not returned.
+func (s *CommandStore) batchGet(ctx context.Context, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	chunks := slices.Collect(slices.Chunk(keys, maxBatchGet))
+	pages := make([][]map[string]types.AttributeValue, len(chunks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cleanupConcurrency)
+	for i, chunk := range chunks {
+		g.Go(func() error {
+			req := map[string]types.KeysAndAttributes{table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+			for attempt := 0; len(req) > 0; attempt++ {
+				out, err := s.db.BatchGetItem(gctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+				if err != nil {
+					return fmt.Errorf("batch get %s: %w", table, notFoundTenant(err))
+				}
+				pages[i] = append(pages[i], out.Responses[table]...)
+				req = out.UnprocessedKeys
+				if len(req) > 0 {
+					if attempt > 10 {
+						return apperr.Unavailable(fmt.Errorf("batch get %s: keys left unprocessed", table), retryAfter)
+					}
+					select {
+					case <-gctx.Done():
+						return gctx.Err()
+					case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(pages...), nil
+}
+
+// LoadUsers reads the config items of the usernames.
+func (s *CommandStore) LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error) {
+	keys := make([]map[string]types.AttributeValue, len(usernames))
+	for i, u := range usernames {
+		keys[i] = map[string]types.AttributeValue{"id": str(UserID(u)), "sk": str(SKConfig)}
+	}
+	items, err := s.batchGet(ctx, s.table(t), keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]commands.UserAggregate, len(items))
+	for _, it := range items {
+		agg, err := userAggregate(it)
+		if err != nil {
+			return nil, err
+		}
+		out[agg.State.Username] = agg
+	}
+	return out, nil
+}
+
+// Memberships are the user ids of the membership items in the group of the usernames that
+// have one.
+func (s *CommandStore) Memberships(ctx context.Context, t commands.Tenant, groupKey string, usernames []string) (map[string]string, error) {
+	keys := make([]map[string]types.AttributeValue, len(usernames))
+	for i, u := range usernames {
+		keys[i] = map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(MemberSK(u))}
+	}
+	items, err := s.batchGet(ctx, s.table(t), keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(items))
+	for _, it := range items {
+		out[getS(it, "sk")[len(skMember):]] = getS(it, "user_id")
+	}
+	return out, nil
+}
+
+// WriteMembers writes a members change's items with BatchWriteItem, 25 a request, up to
+// cleanupConcurrency requests at a time: the added users' group pointers, then their
+// memberships, then the removed memberships with their pointers. Each phase ends before
+// the next starts, so that a membership is never there without its pointer.
+func (s *CommandStore) WriteMembers(ctx context.Context, t commands.Tenant, w commands.MembersWrite, before func(context.Context) error) error {
+	at := str(FormatTime(w.At))
+	var pointers, members, removals []types.WriteRequest
+	for _, m := range w.Added {
+		pointers = append(pointers, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+			"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(w.GroupKey)), "group_key": str(w.GroupKey), "added_at": at,
+		}}})
+		members = append(members, types.WriteRequest{PutRequest: &types.PutRequest{
+			Item: MemberItem(w.GroupKey, m.Username, m.UserID, m.MembershipRev, w.Version, FormatTime(w.At)),
+		}})
+	}
+	for _, m := range w.Removed {
+		removals = append(removals, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
+			Key: map[string]types.AttributeValue{"id": str(GroupID(w.GroupKey)), "sk": str(MemberSK(m.Username))},
+		}})
+	}
+	var unpointed []types.WriteRequest
+	for _, m := range w.Removed {
+		unpointed = append(unpointed, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
+			Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(w.GroupKey))},
+		}})
+	}
+	table := s.table(t)
+	for _, phase := range [][]types.WriteRequest{pointers, members, removals, unpointed} {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(cleanupConcurrency)
+		for batch := range slices.Chunk(phase, 25) {
+			g.Go(func() error {
+				if err := before(gctx); err != nil {
+					return err
+				}
+				return BatchWrite(gctx, s.db, table, batch)
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return fmt.Errorf("write members of %s v%d: %w", w.GroupKey, w.Version, err)
+		}
+	}
+	return nil
+}
+
+// UndoMembers removes each membership (with its pointer) only if it is still the one the
+// change at version wrote for that user.
+func (s *CommandStore) UndoMembers(ctx context.Context, t commands.Tenant, groupKey string, version int64, members []events.Member) error {
+	table := s.table(t)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cleanupConcurrency)
+	for _, m := range members {
+		g.Go(func() error {
+			_, err := s.db.TransactWriteItems(gctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+				{Delete: &types.Delete{TableName: aws.String(table),
+					Key:                       map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(MemberSK(m.Username))},
+					ConditionExpression:       aws.String("user_id = :u AND group_version = :v"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(m.UserID), ":v": num(version)}}},
+				{Delete: &types.Delete{TableName: aws.String(table),
+					Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(groupKey))}}},
+			}})
+			var tce *types.TransactionCanceledException
+			if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+				return nil // gone already, or another incarnation's now
+			}
+			if err != nil {
+				return fmt.Errorf("undo membership of %s in %s: %w", m.Username, groupKey, translate(err))
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// LeaseMembers gives the lease of a group's pending members change to l.Owner.
+func (s *CommandStore) LeaseMembers(ctx context.Context, t commands.Tenant, groupKey string, l commands.MembersLease, now time.Time) (bool, error) {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table(t)),
+		Key:                 map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(SKConfig)},
+		UpdateExpression:    aws.String("SET members_owner = :o, members_lease_until = :u"),
+		ConditionExpression: aws.String("members_pending = :v AND (members_owner = :o OR members_lease_until < :now)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":o": str(l.Owner), ":u": num(l.Until.UnixMilli()), ":v": num(l.Version), ":now": num(now.UnixMilli()),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease members change of %s v%d: %w", groupKey, l.Version, notFoundTenant(err))
+	}
+	return true, nil
+}
+
+// FinishMembers clears the pending mark of l's change while l.Owner holds it.
+func (s *CommandStore) FinishMembers(ctx context.Context, t commands.Tenant, groupKey string, l commands.MembersLease) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table(t)),
+		Key:                       map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(SKConfig)},
+		UpdateExpression:          aws.String("REMOVE members_pending, members_owner, members_lease_until"),
+		ConditionExpression:       aws.String("members_pending = :v AND members_owner = :o"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(l.Owner), ":v": num(l.Version)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("finish members change of %s v%d: %w", groupKey, l.Version, notFoundTenant(err))
+	}
+	return nil
+}
