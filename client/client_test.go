@@ -186,6 +186,10 @@ func TestClientAgainstTheServices(t *testing.T) {
 	if _, err := ten.ListUsers(ctx, client.UserFilter{}, "not-a-cursor"); !client.HasCode(err, client.CodeValidationFailed) {
 		t.Fatalf("bad cursor: %v", err)
 	}
+	byUsername := collect(t, ten.Users(ctx, client.UserFilter{UsernamePrefix: "USER0", Limit: 2}))
+	if len(byUsername) != 5 || byUsername[0].Username != "user00" || byUsername[4].Username != "user04" {
+		t.Fatalf("by username prefix: %+v", byUsername)
+	}
 	byEmail := collect(t, ten.Users(ctx, client.UserFilter{Email: "USER03@example.com"}))
 	if len(byEmail) != 1 || byEmail[0].Username != "user03" {
 		t.Fatalf("by email: %+v", byEmail)

@@ -81,10 +81,12 @@ const (
 	UpdatedAsc UserOrder = "updated_asc"
 )
 
-// UserFilter selects a user list; at most one of Email, LastNamePrefix and
-// FirstNamePrefix. Limit is the page size (1–500, the API's 50 when 0).
+// UserFilter selects a user list; at most one of Email, UsernamePrefix, LastNamePrefix
+// and FirstNamePrefix. Limit is the page size (1–500, the API's 50 when 0).
 type UserFilter struct {
-	Email           string
+	Email string
+	// UsernamePrefix lists the users whose username starts with it, by username.
+	UsernamePrefix  string
 	LastNamePrefix  string
 	FirstNamePrefix string
 	Order           UserOrder
@@ -99,6 +101,7 @@ func (f UserFilter) values() url.Values {
 		}
 	}
 	set("email", f.Email)
+	set("username_prefix", f.UsernamePrefix)
 	set("last_name_prefix", f.LastNamePrefix)
 	set("first_name_prefix", f.FirstNamePrefix)
 	set("order", string(f.Order))

@@ -50,6 +50,7 @@ func TestCursorTampering(t *testing.T) {
 		{"the cursor on another tenant", tenantB, "/users", url.Values{"last_name_prefix": {"ll"}, "cursor": {cursor}}},
 		{"the cursor on the list of all users", tenantA, "/users", url.Values{"cursor": {cursor}}},
 		{"the cursor on the first-name list", tenantA, "/users", url.Values{"first_name_prefix": {"ll"}, "cursor": {cursor}}},
+		{"the cursor on the username list", tenantA, "/users", url.Values{"username_prefix": {"ll"}, "cursor": {cursor}}},
 		{"the cursor with another prefix", tenantA, "/users", url.Values{"last_name_prefix": {"lla"}, "cursor": {cursor}}},
 		{"the cursor on the groups list", tenantA, "/groups", url.Values{"cursor": {cursor}}},
 		{"the cursor on the activity feed", tenantA, "/activity", url.Values{"day": {"2026-11-21"}, "cursor": {cursor}}},
@@ -71,6 +72,20 @@ func TestCursorTampering(t *testing.T) {
 		}
 		if p.NextCursor != nil {
 			t.Errorf("next_cursor %q at the end, want null", *p.NextCursor)
+		}
+	})
+	t.Run("a username-prefix cursor continues its list and no other", func(t *testing.T) {
+		first := list[userJSON](t, a, bootstrap, tenantPath(tenantA, "/users"), url.Values{"username_prefix": {"L"}, "limit": {"2"}})
+		if got, want := usernames(first.Items), []string{"lana", "lars"}; !slices.Equal(got, want) || first.NextCursor == nil {
+			t.Fatalf("first page %v (next %v), want %v and a cursor", got, first.NextCursor, want)
+		}
+		rest := list[userJSON](t, a, bootstrap, tenantPath(tenantA, "/users"), url.Values{"username_prefix": {"l"}, "cursor": {*first.NextCursor}})
+		if got, want := usernames(rest.Items), []string{"lee", "liam", "lou"}; !slices.Equal(got, want) || rest.NextCursor != nil {
+			t.Errorf("rest %v (next %v), want %v and null", got, rest.NextCursor, want)
+		}
+		r := a.get(t, bootstrap, tenantPath(tenantA, "/users")+"?"+url.Values{"username_prefix": {"la"}, "cursor": {*first.NextCursor}}.Encode())
+		if code, _ := r.problem(t); r.status != http.StatusBadRequest || code != "validation_failed" {
+			t.Errorf("the cursor with another username prefix: %d %s, want 400", r.status, r.body)
 		}
 	})
 	t.Run("the cursor of a page that ends exactly at the last item is null", func(t *testing.T) {

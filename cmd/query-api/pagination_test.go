@@ -57,6 +57,7 @@ func TestPaginationWhileWriting(t *testing.T) {
 		{"all users by update time, oldest first", "/users", url.Values{"order": {"updated_asc"}}, 3, false, field("username"), stableUsers},
 		{"users by last-name prefix", "/users", url.Values{"last_name_prefix": {"lin"}}, 3, true, field("username"), stableUsers},
 		{"users by first-name prefix", "/users", url.Values{"first_name_prefix": {"s"}}, 3, true, field("username"), stableUsers},
+		{"users by username prefix", "/users", url.Values{"username_prefix": {"u"}}, 3, true, field("username"), stableUsers},
 		{"groups by name", "/groups", nil, 3, true, field("name"), stableGroups},
 		{"a group's members", "/groups/team/members", nil, 3, true, field("username"), stableUsers},
 		{"a user's groups", "/users/u00a/groups", nil, 3, true, field("name"), stableGroups},

@@ -129,6 +129,9 @@ func TestUsersGroupsAndTenants(t *testing.T) {
 	if len(smiths) != 2 || smiths[0].Username != "asmith" || smiths[1].IsActive {
 		t.Fatalf("smiths %+v", smiths)
 	}
+	if bs := decodeJSON[[]client.User](t, c.ok("users", "list", "--username-prefix", "B", "-o", "json")); len(bs) != 1 || bs[0].Username != "bsmith" {
+		t.Fatalf("by username prefix %+v", bs)
+	}
 	all := decodeJSON[[]client.User](t, c.ok("users", "list", "--oldest-first", "-o", "json"))
 	if len(all) != 3 || all[0].Username != "jdoe" {
 		t.Fatalf("all %+v", all)

@@ -188,8 +188,9 @@ func userList(s *settings) *cobra.Command {
 	var max int
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List users (all, by email, or by a name prefix)",
+		Short: "List users (all, by email, or by a username or name prefix)",
 		Example: `  ssodirctl users list
+  ssodirctl users list --username-prefix jd
   ssodirctl users list --last-name-prefix do
   ssodirctl users list --email jdoe@example.com -o json`,
 		Args: cobra.NoArgs,
@@ -224,6 +225,7 @@ func userList(s *settings) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Email, "email", "", "the user with this email (any case)")
+	fl.StringVar(&f.UsernamePrefix, "username-prefix", "", "users whose username starts with this (any case), by username")
 	fl.StringVar(&f.LastNamePrefix, "last-name-prefix", "", "users whose last name starts with this (any case), by last name")
 	fl.StringVar(&f.FirstNamePrefix, "first-name-prefix", "", "users whose first name starts with this (any case), by first name")
 	fl.BoolVar(&oldest, "oldest-first", false, "all users, least recently updated first (default most recent first)")

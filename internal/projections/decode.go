@@ -124,6 +124,7 @@ func decodeUser(item Item) (UserView, error) {
 	d.str("updated_sort", &u.UpdatedSort)
 	d.str("last_name_sort", &u.LastNameSort)
 	d.str("first_name_sort", &u.FirstNameSort)
+	d.str("name_sort", &u.NameSort)
 	if d.err != nil {
 		return UserView{}, fmt.Errorf("decode user item: %w", d.err)
 	}

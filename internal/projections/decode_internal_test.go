@@ -135,7 +135,7 @@ func BenchmarkDecodeUser(b *testing.B) {
 		Attributes: map[string][]string{"department": {"sales"}, "phone": {"+1 555 0100"}}, Version: 7,
 		CreatedAt: "2026-11-23T10:00:00.000000000Z", ConfigUpdatedAt: "2026-11-23T11:00:00.000000000Z",
 		UpdatedAt: "2026-11-23T11:00:00.010000000Z", UpdatedSort: "2026-11-23T11:00:00.000000000Z#jdoe",
-		LastNameSort: "doe#jdoe", FirstNameSort: "john#jdoe"})
+		LastNameSort: "doe#jdoe", FirstNameSort: "john#jdoe", NameSort: "jdoe"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,6 +45,8 @@ type UserView struct {
 	UpdatedSort          string `dynamodbav:"updated_sort,omitempty"`
 	LastNameSort         string `dynamodbav:"last_name_sort,omitempty"`
 	FirstNameSort        string `dynamodbav:"first_name_sort,omitempty"`
+	// NameSort is the username: GroupNameGSI's `user` partition lists users by username.
+	NameSort string `dynamodbav:"name_sort,omitempty"`
 }
 
 // GroupView is a group's `config` item (id `group#<key>`, sk `config`). A tombstone has

@@ -129,6 +129,7 @@ func reduceUser(e events.Envelope) (Effects, error) {
 		ConfigUpdatedAt:      cfgUpdated,
 		DeletedMembershipRev: u.DeletedMembershipRev,
 		UpdatedSort:          UpdatedSort(cfgUpdated, u.Username),
+		NameSort:             u.Username,
 	}
 	if u.FirstName != "" {
 		v.FirstNameSort = NameSort(u.FirstName, u.Username)

@@ -131,6 +131,7 @@ func TestUserEvents(t *testing.T) {
 				"attributes": map[string]any{"dept": []any{"eng"}}, "version": 1,
 				"created_at": at(1), "config_updated_at": at(1), "deleted_membership_rev": 0, "is_deleted": false,
 				"updated_sort": at(1) + "#jdoe", "last_name_sort": "doe\x01jdoe", "first_name_sort": "jane\x01jdoe",
+				"name_sort": "jdoe",
 			}}},
 		},
 		{
@@ -270,7 +271,7 @@ func TestUserEvents(t *testing.T) {
 			order: []int{1, 0},
 			then: []want{{
 				key: "user#jdoe/config", attrs: map[string]any{"version": 2, "is_deleted": true},
-				absent: []string{"kind", "email", "updated_sort", "last_name_sort", "first_name_sort"},
+				absent: []string{"kind", "email", "updated_sort", "last_name_sort", "first_name_sort", "name_sort"},
 			}},
 		},
 		{

@@ -25,6 +25,7 @@ func FuzzQueryDecoding(f *testing.F) {
 		{"email=JDoe@Example.com&limit=10", "", "12"},
 		{"last_name_prefix=%C3%A9&cursor=" + valid, valid, ""},
 		{"first_name_prefix=a%00&order=updated_asc", "!!", "-1"},
+		{"username_prefix=J.D%40&limit=2&cursor=" + valid, valid, ""},
 		{"entity=group:Site%20Admins&day=2026-02-30", valid[:10], "1e3"},
 		{"actor=%FF%FE&limit=0500", "AAAA", "99999999999999999999"},
 		{"limit=1&limit=2;x=%zz", valid + "A", " 3"},

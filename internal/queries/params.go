@@ -25,6 +25,7 @@ const (
 	paramEmail     = "email"
 	paramLastName  = "last_name_prefix"
 	paramFirstName = "first_name_prefix"
+	paramUsername  = "username_prefix"
 	paramOrder     = "order"
 	paramEntity    = "entity"
 	paramActor     = "actor"
@@ -61,11 +62,12 @@ func (p PageRequest) check() error {
 	return nil
 }
 
-// UsersQuery selects the users list: by email, by a name prefix, or all by update time.
-// At most one of Email, LastNamePrefix and FirstNamePrefix is set; Order applies only to the
-// list of all users.
+// UsersQuery selects the users list: by email, by a username or name prefix, or all by
+// update time. At most one of Email, UsernamePrefix, LastNamePrefix and FirstNamePrefix is
+// set; Order applies only to the list of all users.
 type UsersQuery struct {
 	Email           string
+	UsernamePrefix  string
 	LastNamePrefix  string
 	FirstNamePrefix string
 	Order           Order
@@ -86,6 +88,16 @@ func (q UsersQuery) normalize() (UsersQuery, error) {
 			text(&p, paramEmail, q.Email, 1, identity.MaxEmail)
 		}
 	}
+	if q.UsernamePrefix != "" {
+		set++
+		// Every prefix of a username is itself 1–128 characters of the username alphabet;
+		// a prefix outside it could match no one, so it is refused as a typo would be.
+		u, ok := identity.NormalizeUsername(q.UsernamePrefix)
+		if !ok {
+			p.Add(paramUsername, "must be 1–128 characters of a-z, 0-9, '.', '_', '@', '-' (any case)")
+		}
+		q.UsernamePrefix = u
+	}
 	if q.LastNamePrefix != "" {
 		set++
 		text(&p, paramLastName, q.LastNamePrefix, 1, maxPrefix)
@@ -97,7 +109,7 @@ func (q UsersQuery) normalize() (UsersQuery, error) {
 		q.FirstNamePrefix = strings.ToLower(q.FirstNamePrefix)
 	}
 	if set > 1 {
-		p.Add(paramEmail, "give at most one of email, last_name_prefix and first_name_prefix")
+		p.Add(paramEmail, "give at most one of email, username_prefix, last_name_prefix and first_name_prefix")
 	}
 	switch q.Order {
 	case "":
@@ -106,7 +118,7 @@ func (q UsersQuery) normalize() (UsersQuery, error) {
 		}
 	case OrderUpdatedDesc, OrderUpdatedAsc:
 		if set > 0 {
-			p.Add(paramOrder, "applies only to the list of all users; email and name prefix lists have a fixed order")
+			p.Add(paramOrder, "applies only to the list of all users; email, username and name prefix lists have a fixed order")
 		}
 	default:
 		p.Add(paramOrder, "must be updated_desc or updated_asc")
@@ -251,13 +263,13 @@ func ParsePageRequest(v url.Values) (PageRequest, error) {
 
 // ParseUsersQuery reads the parameters of GET /users.
 func ParseUsersQuery(rawQuery string) (UsersQuery, error) {
-	v, err := ParseQuery(rawQuery, paramEmail, paramLastName, paramFirstName, paramOrder, paramLimit, paramCursor)
+	v, err := ParseQuery(rawQuery, paramEmail, paramUsername, paramLastName, paramFirstName, paramOrder, paramLimit, paramCursor)
 	if err != nil {
 		return UsersQuery{}, err
 	}
 	var q UsersQuery
 	var p problems
-	for name, dst := range map[string]*string{paramEmail: &q.Email, paramLastName: &q.LastNamePrefix, paramFirstName: &q.FirstNamePrefix} {
+	for name, dst := range map[string]*string{paramEmail: &q.Email, paramUsername: &q.UsernamePrefix, paramLastName: &q.LastNamePrefix, paramFirstName: &q.FirstNamePrefix} {
 		if s, ok := one(v, name); ok {
 			if s == "" {
 				p.Add(name, "must not be empty")

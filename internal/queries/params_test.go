@@ -2,6 +2,7 @@ package queries
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ssodir/ssodir/internal/apperr"
@@ -37,6 +38,14 @@ func TestParseUsersQuery(t *testing.T) {
 			want: UsersQuery{LastNamePrefix: "mül", Page: PageRequest{Limit: 7}}},
 		{name: "a first-name prefix keeps its cursor", query: "first_name_prefix=a&cursor=abc",
 			want: UsersQuery{FirstNamePrefix: "a", Page: PageRequest{Cursor: "abc"}}},
+		{name: "a username prefix is lower-cased", query: "username_prefix=JD",
+			want: UsersQuery{UsernamePrefix: "jd"}},
+		{name: "a username prefix may hold every character of a username", query: "username_prefix=j.d_o-e%40x",
+			want: UsersQuery{UsernamePrefix: "j.d_o-e@x"}},
+		{name: "a username prefix with a space is refused", query: "username_prefix=j%20d", field: "username_prefix"},
+		{name: "a username prefix longer than a username is refused", query: "username_prefix=" + strings.Repeat("a", 129), field: "username_prefix"},
+		{name: "a username prefix with a name prefix is refused", query: "username_prefix=j&last_name_prefix=d", field: "email"},
+		{name: "an order with a username prefix is refused", query: "username_prefix=j&order=updated_asc", field: "order"},
 		{name: "an unknown parameter is refused", query: "sort=name", field: "sort"},
 		{name: "a repeated parameter is refused", query: "order=updated_asc&order=updated_desc", field: "order"},
 		{name: "two filters are refused", query: "email=a@b.c&first_name_prefix=a", field: "email"},

@@ -302,6 +302,10 @@ func (s *Service) Users(ctx context.Context, system, tenant string, q UsersQuery
 		spec.names = map[string]string{"#h": "email", "#r": "sk"}
 		spec.values = map[string]types.AttributeValue{":h": str(projections.EmailKey(q.Email)), ":r": str(dynamo.SKConfig)}
 		spec.keyAttrs = indexKey("email", "sk")
+	case q.UsernamePrefix != "":
+		// Users carry name_sort = username, so GroupNameGSI's `user` partition lists
+		// them by username: no index of its own, and tables made before need none.
+		spec = namePrefixSpec(t, "users.username_prefix", dynamo.IndexGroupName, "name_sort", q.UsernamePrefix)
 	case q.LastNamePrefix != "":
 		spec = namePrefixSpec(t, "users.last_name_prefix", dynamo.IndexUserLastName, "last_name_sort", q.LastNamePrefix)
 	case q.FirstNamePrefix != "":

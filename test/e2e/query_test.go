@@ -130,6 +130,7 @@ func TestQueriesEndToEnd(t *testing.T) {
 		{"email lookup is case-insensitive", "/users?email=ANN%40example.COM", []string{"ann"}},
 		{"last-name prefix ignores case and orders by name then username", "/users?last_name_prefix=sm", []string{"ann", "eve", "bob"}},
 		{"first-name prefix", "/users?first_name_prefix=fc", []string{"cy"}},
+		{"username prefix ignores case and orders by username", "/users?username_prefix=B", []string{"bob"}},
 		{"all users, newest first", "/users", []string{"eve", "cy", "bob", "ann"}},
 		{"all users, oldest first", "/users?order=updated_asc", []string{"ann", "bob", "cy", "eve"}},
 		{"a group's members as users, by username", "/groups/Beta/members", []string{"ann", "cy"}},
