@@ -10,6 +10,7 @@ import (
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/console"
+	"github.com/ssodir/ssodir/internal/devsignin"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/openapi"
@@ -30,10 +31,19 @@ Environment:
   SSO_MIN_VERSION_WAITERS   X-Min-Version reads that may wait at once (default 512)
   SSO_MIN_VERSION_WAITERS_PER_TENANT   the same per tenant (default 128); beyond
                             either cap a read is answered 503 with Retry-After at once
-  SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
+  SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset); with
+                            it, POST /console/dev-codes (with that token) mints one-time
+                            console sign-in codes, redeemed once within a minute
   SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
   SSO_CORS_ORIGINS          browser origins allowed to call the API
   SSO_CONSOLE_CLIENT_ID     public OIDC client the web console (/console/) signs in with
+  SSO_CONSOLE_COMMAND_API, SSO_CONSOLE_PROJECTOR, SSO_CONSOLE_KEYCLOAK_SYNC
+                            http(s) base URLs at which a browser reaches the command API,
+                            the projector and keycloak-sync; the console uses these and
+                            nothing a link says, and may connect only to them (CSP). Unset:
+                            the user may type loopback addresses on the sign-in page.
+  SSO_CONSOLE_READ_TIMEOUT  how long the console waits for a read before it says so and
+                            offers to try again (default 15s)
   SSO_LOG_LEVEL             debug|info|warn|error (default info)
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
 `
@@ -98,8 +108,14 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	queries.NewHandlers(svc).Register(e, httpapi.RequireScope(authn, auth.ScopeRead))
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)
-	if err := console.Register(e, console.Config{OIDCIssuer: cfg.OIDCIssuer, ClientID: cfg.ConsoleClientID}); err != nil {
+	if err := console.Register(e, console.Config{OIDCIssuer: cfg.OIDCIssuer, ClientID: cfg.ConsoleClientID,
+		CommandAPI: cfg.ConsoleCommandAPI, Projector: cfg.ConsoleProjector, KeycloakSync: cfg.ConsoleKeycloakSync,
+		ReadTimeout: cfg.ConsoleReadTimeout}); err != nil {
 		return err
+	}
+	if cfg.BootstrapToken != "" {
+		// make run's console link carries a one-time code, never the token itself.
+		devsignin.Register(e, devsignin.New(cfg.BootstrapToken, nil), httpapi.RequireScope(authn, auth.ScopeRead))
 	}
 
 	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)

@@ -181,6 +181,23 @@ func (r *reader) http(addrVar, defAddr string) HTTP {
 	return h
 }
 
+// baseURL reads an http(s) base URL as a browser would use it: a scheme, a host, maybe a
+// path, and nothing that would make it ambiguous (user info, a query, a fragment). The
+// trailing slash is dropped; empty when the variable is unset.
+func (r *reader) baseURL(name string) string {
+	v := strings.TrimRight(strings.TrimSpace(r.str(name, "")), "/")
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(v, "?") || strings.HasSuffix(v, "#") {
+		r.fail("%s: %q is not an http(s) base URL such as https://directory.example.com:8080", name, v)
+		return ""
+	}
+	return v
+}
+
 // corsOrigins reads SSO_CORS_ORIGINS: the browser origins (the web console's) allowed to
 // call a service.
 func (r *reader) corsOrigins() []string {
@@ -255,6 +272,16 @@ type QueryAPI struct {
 	// (SSO_CONSOLE_CLIENT_ID, Authorization Code with PKCE against SSO_OIDC_ISSUER); empty
 	// means the console offers the development token only.
 	ConsoleClientID string
+	// ConsoleCommandAPI, ConsoleProjector and ConsoleKeycloakSync are the addresses the web
+	// console sends writes to and reads operations from (SSO_CONSOLE_COMMAND_API,
+	// SSO_CONSOLE_PROJECTOR, SSO_CONSOLE_KEYCLOAK_SYNC: http(s) base URLs as a browser
+	// reaches them). The console takes them from its server and from nowhere else, and its
+	// Content-Security-Policy lets it connect only there; empty: the user types loopback
+	// addresses on the sign-in page (development).
+	ConsoleCommandAPI, ConsoleProjector, ConsoleKeycloakSync string
+	// ConsoleReadTimeout is how long the console waits for an answer to a read before it
+	// says so and offers to try again (SSO_CONSOLE_READ_TIMEOUT, default 15s).
+	ConsoleReadTimeout time.Duration
 	// ProjectorFeeds are the projectors' probe listeners (SSO_PROJECTOR_FEEDS, comma-
 	// separated http(s) URLs such as http://projector-0:8082) whose progress feeds
 	// X-Min-Version reads wait on; empty: they poll the read table.
@@ -272,6 +299,13 @@ func LoadQueryAPI(env Env) (QueryAPI, error) {
 	c.MaxWaiters = r.positive("SSO_MIN_VERSION_WAITERS", 512)
 	c.MaxTenantWaiters = r.positive("SSO_MIN_VERSION_WAITERS_PER_TENANT", 128)
 	c.ConsoleClientID = r.str("SSO_CONSOLE_CLIENT_ID", "")
+	c.ConsoleCommandAPI = r.baseURL("SSO_CONSOLE_COMMAND_API")
+	c.ConsoleProjector = r.baseURL("SSO_CONSOLE_PROJECTOR")
+	c.ConsoleKeycloakSync = r.baseURL("SSO_CONSOLE_KEYCLOAK_SYNC")
+	c.ConsoleReadTimeout = r.duration("SSO_CONSOLE_READ_TIMEOUT", 15*time.Second)
+	if c.ConsoleReadTimeout < time.Second || c.ConsoleReadTimeout > 5*time.Minute {
+		r.fail("SSO_CONSOLE_READ_TIMEOUT: must be between 1s and 5m")
+	}
 	for _, feed := range strings.Split(r.str("SSO_PROJECTOR_FEEDS", ""), ",") {
 		if feed = strings.TrimRight(strings.TrimSpace(feed), "/"); feed == "" {
 			continue

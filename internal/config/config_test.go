@@ -40,6 +40,11 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
 		{"a projector feed must be an http(s) URL", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_PROJECTOR_FEEDS": "http://p0:8082, projector-1:8082"},
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_PROJECTOR_FEEDS", "projector-1:8082"}},
+		{"the console's addresses must be http(s) base URLs", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",
+			"SSO_CONSOLE_COMMAND_API": "directory.example.com:8080", "SSO_CONSOLE_PROJECTOR": "https://u:p@p.example.com",
+			"SSO_CONSOLE_KEYCLOAK_SYNC": "https://k.example.com/?x=1", "SSO_CONSOLE_READ_TIMEOUT": "10ms"},
+			func(e Env) error { _, err := LoadQueryAPI(e); return err },
+			[]string{"SSO_CONSOLE_COMMAND_API", "SSO_CONSOLE_PROJECTOR", "SSO_CONSOLE_KEYCLOAK_SYNC", "SSO_CONSOLE_READ_TIMEOUT"}},
 		{"a bad retention is refused", map[string]string{"SSO_ACTIVITY_RETENTION": "ninety days"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_ACTIVITY_RETENTION"}},
 		{"stream knobs are checked", map[string]string{"SSO_STREAM_POLL": "2s", "SSO_STREAM_IDLE_POLL_MAX": "1s", "SSO_STREAM_LEASE_SCAN": "10ms", "SSO_STREAM_CONSUMERS": "0"},
@@ -125,6 +130,23 @@ func TestQueryAPINeverReadsTheSecretKey(t *testing.T) {
 		"SSO_PROJECTOR_FEEDS": " http://projector-0:8082/, https://projector-1:8082,"}))
 	if err != nil || len(q.ProjectorFeeds) != 2 || q.ProjectorFeeds[0] != "http://projector-0:8082" || q.ProjectorFeeds[1] != "https://projector-1:8082" {
 		t.Errorf("SSO_PROJECTOR_FEEDS gave %q (%v)", q.ProjectorFeeds, err)
+	}
+}
+
+func TestConsoleSettings(t *testing.T) {
+	q, err := LoadQueryAPI(Map(map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t"}))
+	if err != nil || q.ConsoleCommandAPI != "" || q.ConsoleProjector != "" || q.ConsoleKeycloakSync != "" || q.ConsoleReadTimeout != 15*time.Second {
+		t.Fatalf("console defaults: %+v %v", q, err)
+	}
+	q, err = LoadQueryAPI(Map(map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",
+		"SSO_CONSOLE_COMMAND_API": " https://directory.example.com:8080/ ", "SSO_CONSOLE_PROJECTOR": "http://127.0.0.1:8082",
+		"SSO_CONSOLE_KEYCLOAK_SYNC": "https://ops.example.com/keycloak-sync", "SSO_CONSOLE_READ_TIMEOUT": "30s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.ConsoleCommandAPI != "https://directory.example.com:8080" || q.ConsoleProjector != "http://127.0.0.1:8082" ||
+		q.ConsoleKeycloakSync != "https://ops.example.com/keycloak-sync" || q.ConsoleReadTimeout != 30*time.Second {
+		t.Errorf("console settings: %q %q %q %v", q.ConsoleCommandAPI, q.ConsoleProjector, q.ConsoleKeycloakSync, q.ConsoleReadTimeout)
 	}
 }
 

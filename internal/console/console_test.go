@@ -3,10 +3,12 @@ package console_test
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -93,28 +95,72 @@ func TestUnknownAssetIsAProblem404(t *testing.T) {
 	}
 }
 
-func TestConfigNamesTheIssuerAndClient(t *testing.T) {
+func TestConfigNamesTheIssuerClientAndAddresses(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  console.Config
-		want map[string]string
+		want map[string]any
 	}{
-		{"dev token only", console.Config{}, map[string]string{}},
+		{"dev token only", console.Config{}, map[string]any{"read_timeout_ms": 15000.0}},
 		{"OIDC", console.Config{OIDCIssuer: "https://kc/realms/x", ClientID: "ssodir-console"},
-			map[string]string{"oidc_issuer": "https://kc/realms/x", "client_id": "ssodir-console"}},
+			map[string]any{"oidc_issuer": "https://kc/realms/x", "client_id": "ssodir-console", "read_timeout_ms": 15000.0}},
+		{"the operator's addresses and read timeout", console.Config{CommandAPI: "https://dir.example.com:8080", Projector: "https://ops.example.com/projector",
+			KeycloakSync: "https://ops.example.com/sync", ReadTimeout: 3 * time.Second},
+			map[string]any{"command_api": "https://dir.example.com:8080", "projector": "https://ops.example.com/projector",
+				"keycloak_sync": "https://ops.example.com/sync", "read_timeout_ms": 3000.0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			resp, body := get(t, serve(t, c.cfg).URL+"/console/config.json")
-			var got map[string]string
+			var got map[string]any
 			if err := json.Unmarshal([]byte(body), &got); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("%d %s: %v", resp.StatusCode, body, err)
 			}
-			if len(got) != len(c.want) || got["oidc_issuer"] != c.want["oidc_issuer"] || got["client_id"] != c.want["client_id"] {
+			if !maps.Equal(got, c.want) {
 				t.Errorf("config %v, want %v", got, c.want)
 			}
 			if resp.Header.Get("Cache-Control") != "no-store" {
 				t.Errorf("Cache-Control %q", resp.Header.Get("Cache-Control"))
+			}
+		})
+	}
+}
+
+// connectSrc is the connect-src directive of a page's Content-Security-Policy.
+func connectSrc(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	for _, d := range strings.Split(resp.Header.Get("Content-Security-Policy"), ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(d), "connect-src "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no connect-src in %q", resp.Header.Get("Content-Security-Policy"))
+	return ""
+}
+
+func TestConnectSrcNamesTheConfiguredOrigins(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  console.Config
+		want string
+	}{
+		{"the operator's services and the issuer, nothing else",
+			console.Config{CommandAPI: "https://dir.example.com:8080", Projector: "https://ops.example.com/projector",
+				KeycloakSync: "https://ops.example.com/sync", OIDCIssuer: "https://sso.example.com/realms/staff", ClientID: "c"},
+			"'self' https://dir.example.com:8080 https://ops.example.com https://sso.example.com"},
+		{"one configured service is a production setup: no loopback",
+			console.Config{CommandAPI: "https://dir.example.com"}, "'self' https://dir.example.com"},
+		{"no address configured: the console itself and loopback, for addresses typed on the sign-in page",
+			console.Config{}, "'self' http://localhost:* http://127.0.0.1:*"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := serve(t, c.cfg)
+			for _, p := range []string{"/console/", "/console/app.js", "/console/config.json"} {
+				resp, _ := get(t, srv.URL+p)
+				if got := connectSrc(t, resp); got != c.want {
+					t.Errorf("%s: connect-src %q, want %q", p, got, c.want)
+				}
 			}
 		})
 	}
