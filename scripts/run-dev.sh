@@ -64,7 +64,10 @@ start() {
 start command-api "$SSO_COMMAND_ADDR"
 start projector "$SSO_PROJECTOR_ADDR"
 # X-Min-Version reads wait on the projector's progress feed.
-start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")" SSO_PROJECTOR_FEEDS="http://$SSO_PROJECTOR_ADDR"
+# The console learns the other services' addresses from the query API, never from a link.
+start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")" SSO_PROJECTOR_FEEDS="http://$SSO_PROJECTOR_ADDR" \
+  SSO_CONSOLE_COMMAND_API="http://$SSO_COMMAND_ADDR" SSO_CONSOLE_PROJECTOR="http://$SSO_PROJECTOR_ADDR" \
+  SSO_CONSOLE_KEYCLOAK_SYNC="http://$SSO_KEYCLOAK_SYNC_ADDR"
 start keycloak-sync "$SSO_KEYCLOAK_SYNC_ADDR"
 
 api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@" >/dev/null; }
@@ -84,7 +87,8 @@ ssodir is running (logs in .data/logs/, Ctrl-C stops everything).
 
   command API    http://$SSO_COMMAND_ADDR      (OpenAPI: /openapi.json)
   query API      http://$SSO_QUERY_ADDR
-  web console    http://$SSO_QUERY_ADDR/console/#/signin?command_api=http://$SSO_COMMAND_ADDR&projector=http://$SSO_PROJECTOR_ADDR&keycloak_sync=http://$SSO_KEYCLOAK_SYNC_ADDR&tenant=demo/acme&token=$token
+  web console    $(scripts/console-link.sh)
+                 (signs in once, within a minute; scripts/console-link.sh prints a fresh link)
   projector      http://$SSO_PROJECTOR_ADDR/metrics
   keycloak-sync  http://$SSO_KEYCLOAK_SYNC_ADDR/metrics
   DynamoDB Local $endpoint
