@@ -30,12 +30,17 @@ func seed(t *testing.T, in *install) {
 
 }
 
-// consoleURL is what make run prints: the console with the other services' addresses, a
-// tenant and the development token in its fragment (which never reaches a server).
-func consoleURL(in *install) string {
-	q := url.Values{"command_api": {in.url("command-api")}, "projector": {in.url("projector")},
-		"keycloak_sync": {in.url("keycloak-sync")}, "tenant": {"demo/acme"}, "token": {token}}
-	return in.url("query-api") + "/console/#/signin?" + q.Encode()
+// consoleURL is what make run prints: the console's sign-in route with a fresh one-time
+// code (never the token) and the demo tenant, in its fragment.
+func consoleURL(t *testing.T, in *install) string {
+	t.Helper()
+	var m struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal(mustCall(t, 201, "POST", in.url("query-api")+"/console/dev-codes", nil), &m); err != nil || m.Code == "" {
+		t.Fatalf("mint a sign-in code: %+v %v", m, err)
+	}
+	return in.url("query-api") + "/console/#/signin?" + url.Values{"code": {m.Code}, "tenant": {"demo/acme"}}.Encode()
 }
 
 func TestConsoleInABrowser(t *testing.T) {
@@ -51,21 +56,27 @@ func TestConsoleInABrowser(t *testing.T) {
 	a := b.ctx
 
 	b.run(a, "sign in with the development token from make run's URL",
-		chromedp.Navigate(consoleURL(in)),
+		chromedp.Navigate(consoleURL(t, in)),
 		waitText("#users tbody", "asmith"), waitText("#users tbody", "jdoe"), waitText("#users tbody", "rroe"),
 		waitText("#who", "demo/acme"), labelled())
 	shots.take(b, a, "console-users")
 
-	b.run(a, "search by last-name prefix as you type",
+	b.run(a, "one field searches names as you type",
 		typeText("#search", "sm"),
-		waitNoText("#users tbody", "jdoe"), waitText("#users tbody", "asmith"), waitText("#user-count", "Sorted by last name"))
-	b.run(a, "search by first-name prefix",
+		waitNoText("#users tbody", "jdoe"), waitText("#users tbody", "asmith"), waitText("#user-count", "then last names"))
+	b.run(a, "the same field searches usernames first, and lists a user matched twice once",
+		setValue("#search", ""), typeText("#search", "J"),
+		waitNoText("#users tbody", "asmith"), waitText("#users tbody", "jdoe"), rows(1))
+	b.run(a, "a chosen match searches first names only",
 		setValue("#search", ""), setValue("#search-by", "first_name"),
 		typeText("#search", "ric"),
-		waitNoText("#users tbody", "asmith"), waitText("#users tbody", "rroe"))
-	b.run(a, "typing an address searches by email",
-		setValue("#search", ""), typeText("#search", "JDOE@example.com"),
-		waitNoText("#users tbody", "rroe"), waitText("#users tbody", "jdoe"), waitText("#user-count", "Match by email"))
+		waitNoText("#users tbody", "asmith"), waitText("#users tbody", "rroe"), waitText("#user-count", "Sorted by first name"))
+	b.run(a, "typing an address finds the user with that email, and the match stays as chosen",
+		setValue("#search", ""), setValue("#search-by", "auto"), typeText("#search", "JDOE@example.com"),
+		waitNoText("#users tbody", "rroe"), waitText("#users tbody", "jdoe"), waitText("#user-count", "The user with the email"),
+		poll(`document.querySelector("#search-by").value === "auto"`))
+	b.run(a, "an emptied field lists every user again, not an empty email match",
+		setValue("#search", ""), rows(3), waitText("#users tbody", "rroe"), waitText("#user-count", "All users"))
 
 	b.run(a, "open a user",
 		click(`#users a[href$="/users/jdoe"]`),
@@ -99,7 +110,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// A second session (another tab, signed in on its own) changes the user this tab shows.
 	second := b.tab()
 	b.run(second, "a second session edits the same user",
-		chromedp.Navigate(consoleURL(in)), waitText("#users tbody", "jdoe"),
+		chromedp.Navigate(consoleURL(t, in)), waitText("#users tbody", "jdoe"),
 		goHash("#/t/demo/acme/users/jdoe"), waitText("#user-facts", "Dough"),
 		click("#edit-user"),
 		setValue(`#user-form [name="first_name"]`, "Janet"),

@@ -86,6 +86,9 @@ type install struct {
 	key    string
 	addrs  map[string]string
 	extra  []string
+	// noConsoleAddrs starts the query API without SSO_CONSOLE_* (a development setup
+	// where the user types the addresses).
+	noConsoleAddrs bool
 }
 
 func newInstall(t *testing.T, extra ...string) *install {
@@ -108,8 +111,47 @@ var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": 
 // cursorKey is the query API's SSO_CURSOR_KEY (its own key, not SSO_SECRET_KEY).
 const cursorKey = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+f4CBgoM="
 
+// service is a running process of an install.
+type service struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// pause stops the process where it is (SIGSTOP): it keeps its port and accepts
+// connections, and answers nothing, as a service stuck or overloaded does.
+func (s *service) pause() { s.signal(syscall.SIGSTOP) }
+
+// resume lets a paused process go on (SIGCONT).
+func (s *service) resume() { s.signal(syscall.SIGCONT) }
+
+// kill ends the process at once and waits until it is gone.
+func (s *service) kill() {
+	s.t.Helper()
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+func (s *service) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal %s to %s: %v", sig, s.name, err)
+	}
+}
+
+// consoleEnv tells the query API where the console finds the other services (as make run
+// does); an install made with noConsoleAddrs leaves the console to the user's settings.
+func (in *install) consoleEnv() []string {
+	if in.noConsoleAddrs {
+		return nil
+	}
+	return []string{"SSO_CONSOLE_COMMAND_API=" + in.url("command-api"), "SSO_CONSOLE_PROJECTOR=" + in.url("projector"),
+		"SSO_CONSOLE_KEYCLOAK_SYNC=" + in.url("keycloak-sync")}
+}
+
 // start runs a service until the test ends and waits until /readyz answers 200.
-func (in *install) start(name string, extra ...string) {
+func (in *install) start(name string, extra ...string) *service {
 	t := in.t
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, name))
@@ -117,6 +159,9 @@ func (in *install) start(name string, extra ...string) {
 		"SSO_TABLE_PREFIX="+in.prefix, "SSO_SECRET_KEY="+in.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+token,
 		"SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "SSO_CORS_ORIGINS="+in.url("query-api"),
 		addrVar[name]+"="+in.addrs[name], "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), append(in.extra, extra...)...)
+	if name == "query-api" {
+		cmd.Env = append(cmd.Env, in.consoleEnv()...)
+	}
 	var mu sync.Mutex
 	var logs bytes.Buffer
 	pr, pw := io.Pipe()
@@ -137,7 +182,9 @@ func (in *install) start(name string, extra ...string) {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); pw.Close(); close(done) }()
 	output := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+	svc := &service{t: t, name: name, cmd: cmd, done: done}
 	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process handles SIGTERM only once it runs
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -159,11 +206,12 @@ func (in *install) start(name string, extra ...string) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return svc
 			}
 		}
 	}
 	t.Fatalf("%s not ready:\n%s", name, output())
+	return nil
 }
 
 func freeAddr(t *testing.T) string {

@@ -27,13 +27,13 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 	a := b.ctx
 
 	b.run(a, "the list of all users is paged with the API's cursors",
-		chromedp.Navigate(consoleURL(in)), rows(25), waitText("#users tbody tr:first-child", "u29"),
+		chromedp.Navigate(consoleURL(t, in)), rows(25), waitText("#users tbody tr:first-child", "u29"),
 		click(".pager .next"), rows(5), waitText("#users tbody tr:last-child", "u00"),
 		click(".pager .prev"), rows(25), waitText("#users tbody tr:first-child", "u29"))
 	b.run(a, "oldest first",
 		setValue("#order", "updated_asc"), rows(25), waitText("#users tbody tr:first-child", "u00"))
 	b.run(a, "a name search is paged too, in name order",
-		typeText("#search", "pag"), rows(25), waitText("#user-count", "Sorted by last name"),
+		setValue("#search-by", "last_name"), typeText("#search", "pag"), rows(25), waitText("#user-count", "Sorted by last name"),
 		click(".pager .next"), rows(5), poll(`document.querySelector(".pager .next").disabled`))
 
 	b.run(a, "a taken username is shown next to the username field",

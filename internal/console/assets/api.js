@@ -4,17 +4,53 @@
 const SETTINGS = 'ssodir.settings';
 const SESSION = 'ssodir.session';
 
-// settings are per browser: where the other services are, recently used tenants.
+// server is /console/config.json: how to sign in, where the services are, how long to
+// wait for a read. Set once at start by configure().
+let server = {};
+export function configure(cfg) { server = cfg || {}; }
+export function serverConfig() { return server; }
+const readTimeout = () => server.read_timeout_ms || 15000;
+
+// settings are per browser: recently used tenants and, only when the query API names no
+// service address, the loopback addresses the user typed and confirmed on the sign-in page.
 export function settings() {
   try { return JSON.parse(localStorage.getItem(SETTINGS)) || {}; } catch { return {}; }
 }
 export function saveSettings(s) { localStorage.setItem(SETTINGS, JSON.stringify(s)); }
 
+export const SERVICES = ['command_api', 'projector', 'keycloak_sync'];
+
+// addressesFromServer is whether the operator named the services (SSO_CONSOLE_*): then the
+// console talks to those and to nothing the browser holds.
+export const addressesFromServer = () => SERVICES.some((k) => server[k]);
+
+// typedAddressProblem says why an address the user typed (or a link carried) may not be
+// used, or '' when it may: without the operator's addresses the console may reach only
+// this machine (its Content-Security-Policy allows nothing else).
+export function typedAddressProblem(raw) {
+  let u;
+  try { u = new URL(raw); } catch { return 'is not an absolute http(s) URL'; }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'is not an absolute http(s) URL';
+  if (u.username || u.password || u.search || u.hash) return 'must not hold a user, a query or a fragment';
+  if (u.origin === location.origin) return '';
+  if (u.hostname === 'localhost' || /^127\.0\.0\.1$/.test(u.hostname)) return '';
+  return 'is not on this machine: addresses of other hosts are set by the operator (SSO_CONSOLE_COMMAND_API, SSO_CONSOLE_PROJECTOR, SSO_CONSOLE_KEYCLOAK_SYNC on the query API)';
+}
+
+// endpoint is the base URL of a service: the operator's, else the user's confirmed one if
+// it is still allowed (an address saved by an older console from a link is not).
+export function endpoint(name) {
+  if (addressesFromServer()) return (server[name] || '').replace(/\/+$/, '');
+  const v = settings()[name] || '';
+  return v && !typedAddressProblem(v) ? v.replace(/\/+$/, '') : '';
+}
+
 // session is per tab: the bearer token and what the console knows about it.
 export function session() {
   try {
     const s = JSON.parse(sessionStorage.getItem(SESSION));
-    if (s && s.expires_at && Date.now() > s.expires_at) { sessionStorage.removeItem(SESSION); return null; }
+    // An expired session with a refresh token is renewed at start; without one it is over.
+    if (s && s.expires_at && Date.now() > s.expires_at && !s.refresh_token) { sessionStorage.removeItem(SESSION); return null; }
     return s;
   } catch { return null; }
 }
@@ -22,9 +58,10 @@ export function saveSession(s) { sessionStorage.setItem(SESSION, JSON.stringify(
 export function clearSession() { sessionStorage.removeItem(SESSION); }
 
 export const queryBase = () => location.origin;
-export const commandBase = () => (settings().command_api || '').replace(/\/+$/, '');
+export const commandBase = () => endpoint('command_api');
 
-// ApiError is a problem+json answer (RFC 9457), or an unreachable service (status 0).
+// ApiError is a problem+json answer (RFC 9457), or a service that did not answer (status 0;
+// code 'timeout' when it did not answer in time).
 export class ApiError extends Error {
   constructor(status, problem) {
     super(problem.detail || problem.title || `HTTP ${status}`);
@@ -41,11 +78,46 @@ export function randomString(bytes) {
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
-// request calls base+path. Writes carry a fresh Idempotency-Key (a retry of the browser's
-// own request is then harmless), If-Match when a version is given, and reads X-Min-Version
-// when the page must see its own write.
+const unreachable = (base, what) => new ApiError(0, { title: `Cannot reach ${base}`,
+  detail: `${what} did not answer. Is it running, and does its SSO_CORS_ORIGINS allow ${location.origin}?` });
+const noAnswer = (base, ms) => new ApiError(0, { code: 'timeout', title: 'No answer',
+  detail: `${base} did not answer within ${Math.round(ms / 1000)} s. It may be overloaded or paused; try again.` });
+
+// timedFetch is fetch with the read timeout, which also bounds reading the body: a read
+// that takes longer fails with a 'timeout' ApiError, while the page's own abort (it went
+// elsewhere) stays an AbortError.
+export async function timedFetch(url, init, base) {
+  const timeout = AbortSignal.timeout(readTimeout());
+  const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
+  try {
+    return await fetch(url, { ...init, signal });
+  } catch (e) {
+    throw failure(e, base, init.signal);
+  }
+}
+
+// failure turns what fetch or a body read threw into the error to show.
+function failure(e, base, signal) {
+  if (signal && signal.aborted) return new DOMException('aborted', 'AbortError');
+  if (e && e.name === 'TimeoutError') return noAnswer(base, readTimeout());
+  if (e instanceof ApiError) return e;
+  return unreachable(base, base);
+}
+
+async function readBody(res, base, signal) {
+  try {
+    return await res.text();
+  } catch (e) {
+    throw failure(e, base, signal);
+  }
+}
+
+// request calls base+path. Reads give up after the read timeout. Writes carry a fresh
+// Idempotency-Key (a retry of the browser's own request is then harmless), If-Match when a
+// version is given, and reads X-Min-Version when the page must see its own write. Writes
+// are not cut short: a write abandoned half-way would leave the user guessing.
 export async function request(base, method, path, opts = {}) {
-  if (!base) throw new ApiError(0, { title: 'Not configured', detail: 'Set the command API address on the sign-in page.' });
+  if (!base) throw new ApiError(0, { title: 'Not configured', detail: 'The command API address is not set: ask the operator to set SSO_CONSOLE_COMMAND_API on the query API, or, on a development machine, set it in the sign-in page’s connection settings.' });
   const headers = { Accept: 'application/json' };
   const s = session();
   if (s && s.token && opts.auth !== false) headers.Authorization = `Bearer ${s.token}`;
@@ -57,16 +129,20 @@ export async function request(base, method, path, opts = {}) {
   if (opts.ifMatch != null) headers['If-Match'] = `"${opts.ifMatch}"`;
   if (opts.minVersion) headers['X-Min-Version'] = String(opts.minVersion);
   if (method !== 'GET') headers['Idempotency-Key'] = randomString(16);
+  const init = { method, headers, body, signal: opts.signal };
   let res;
-  try {
-    res = await fetch(base + path, { method, headers, body, signal: opts.signal });
-  } catch (e) {
-    if (e.name === 'AbortError') throw e;
-    throw new ApiError(0, { title: `Cannot reach ${base}`, detail: `${base} did not answer. Is it running, and does its SSO_CORS_ORIGINS allow ${location.origin}?` });
+  if (method === 'GET') {
+    res = await timedFetch(base + path, init, base);
+  } else {
+    try {
+      res = await fetch(base + path, init);
+    } catch (e) {
+      throw failure(e, base, opts.signal);
+    }
   }
   const etag = res.headers.get('ETag');
   const version = etag ? Number(etag.replace(/^W\//, '').replace(/"/g, '')) : null;
-  const text = await res.text();
+  const text = await readBody(res, base, opts.signal);
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch { data = text; }
@@ -123,15 +199,10 @@ export function query(params) {
 
 // metrics reads a Prometheus text exposition into [{name, labels, value}].
 export async function metrics(base, signal) {
-  let res;
-  try {
-    res = await fetch(`${base.replace(/\/+$/, '')}/metrics`, { signal });
-  } catch (e) {
-    if (e.name === 'AbortError') throw e;
-    throw new ApiError(0, { title: `Cannot reach ${base}`, detail: `${base}/metrics did not answer. Is it running, and does its SSO_CORS_ORIGINS allow ${location.origin}?` });
-  }
+  const res = await timedFetch(`${base}/metrics`, { signal }, base);
+  const text = await readBody(res, base, signal);
   if (!res.ok) throw new ApiError(res.status, { title: `HTTP ${res.status}`, detail: `${base}/metrics answered ${res.status}` });
-  return parseMetrics(await res.text());
+  return parseMetrics(text);
 }
 
 export function parseMetrics(text) {
@@ -149,10 +220,10 @@ export function parseMetrics(text) {
   return out;
 }
 
-// ready is whether base/readyz answers 200.
+// ready is whether base/readyz answers 200 in time.
 export async function ready(base, signal) {
   try {
-    const res = await fetch(`${base.replace(/\/+$/, '')}/readyz`, { signal });
+    const res = await timedFetch(`${base}/readyz`, { signal }, base);
     return res.ok;
   } catch (e) {
     if (e.name === 'AbortError') throw e;

@@ -1,29 +1,29 @@
 // ssodir console: a hash-routed single-page application over the query and command APIs.
 import {
-  ApiError, Tenant, clearSession, commandBase, metrics, ready, saveSettings, session, settings,
+  ApiError, SERVICES, Tenant, addressesFromServer, clearSession, commandBase, configure, endpoint, metrics, ready,
+  saveSettings, serverConfig, session, settings, typedAddressProblem,
 } from './api.js';
-import { devSignIn, oidcFinish, oidcStart, serverConfig } from './auth.js';
+import { devSignIn, keepFresh, loadServerConfig, oidcFinish, oidcStart, redeemCode, renew } from './auth.js';
 import { clear, field, h, time } from './dom.js';
+import { listView, parseRoute, problemBox, setParams } from './ui.js';
 
 const main = document.getElementById('main');
 const PAGE = 25;
-let serverCfg = {};
+// The operations page reads the services' probes and metrics again this often.
+const OPS_REFRESH_MS = 5000;
 let pageAbort = null;
+let loadingTimer = null;
 // readAfter is the version the last write produced; the next page showing that entity
 // reads with X-Min-Version so it never shows the state from before the write.
 let readAfter = null;
 let pendingFlash = '';
+// linkNotices are what the last sign-in link asked for and the console did not do.
+let linkNotices = [];
+// pendingLink is what a sign-in link asks that needs the user's yes: addresses to use, or
+// a development code to replace the tab's session with.
+let pendingLink = null;
 
 // ---------------------------------------------------------------- routing and frame
-
-function parseRoute() {
-  const raw = location.hash.replace(/^#/, '') || '/';
-  const i = raw.indexOf('?');
-  const path = i < 0 ? raw : raw.slice(0, i);
-  const params = new URLSearchParams(i < 0 ? '' : raw.slice(i + 1));
-  const parts = path.split('/').filter(Boolean).map((p) => { try { return decodeURIComponent(p); } catch { return p; } });
-  return { parts, params };
-}
 
 const enc = encodeURIComponent;
 const tenantHash = (t, ...rest) => `#/t/${enc(t.system)}/${enc(t.tenant)}${rest.map((r) => `/${enc(r)}`).join('')}`;
@@ -66,9 +66,21 @@ function header(t, section) {
 }
 
 function page(title, ...children) {
+  clearTimeout(loadingTimer);
   clear(main);
+  main.removeAttribute('aria-busy');
   document.title = `${title} · ssodir`;
   main.append(h('div', { id: 'conflict' }), ...children);
+}
+
+// pageLoading says that the page is being read when that takes more than a moment (a
+// quick read shows the page without a flash of "Loading…").
+function pageLoading() {
+  clearTimeout(loadingTimer);
+  loadingTimer = setTimeout(() => {
+    page('Loading', h('p', { class: 'muted', id: 'page-loading', role: 'status' }, 'Loading…'));
+    main.setAttribute('aria-busy', 'true');
+  }, 150);
 }
 
 function focusHeading() {
@@ -83,10 +95,11 @@ async function render() {
   const { parts, params } = parseRoute();
   flash(pendingFlash);
   pendingFlash = '';
+  pageLoading();
   try {
-    if (parts[0] === 'signin') { header(null); signinPage(params); return; }
+    if (parts[0] === 'signin') { header(null); await signinPage(params); return; }
     const s = session();
-    if (!s) { header(null); signinPage(new URLSearchParams()); return; }
+    if (!s) { header(null); await signinPage(new URLSearchParams()); return; }
     if (parts[0] !== 't' || parts.length < 3) { header(null); tenantsPage(); return; }
     const t = new Tenant(parts[1], parts[2]);
     if (s.tenants && !s.tenants.includes(t.id)) {
@@ -99,25 +112,22 @@ async function render() {
     header(t, section);
     if (section === 'users' && !name) await usersPage(t, params, signal);
     else if (section === 'users' && name === '+new') newUserPage(t);
-    else if (section === 'users') await userPage(t, name, signal);
-    else if (section === 'groups' && !name) await groupsPage(t, signal);
+    else if (section === 'users') await userPage(t, name, params, signal);
+    else if (section === 'groups' && !name) await groupsPage(t, params, signal);
     else if (section === 'groups' && name === '+new') newGroupPage(t);
-    else if (section === 'groups') await groupPage(t, name, signal);
+    else if (section === 'groups') await groupPage(t, name, params, signal);
     else if (section === 'activity') await tenantActivityPage(t, params, signal);
     else if (section === 'ops') await opsPage(t, signal);
     else page('Not found', h('h1', {}, 'Not found'), h('p', {}, h('a', { href: tenantHash(t, 'users') }, 'Users')));
     if (!sub) focusHeading();
   } catch (e) {
     if (e.name === 'AbortError') return;
-    const heading = { 403: 'Not allowed', 404: 'Not found', 503: 'Service unavailable' }[e.status] || 'Something went wrong';
+    const heading = { 403: 'Not allowed', 404: 'Not found', 503: 'Service unavailable' }[e.status] || (e.code === 'timeout' ? 'No answer' : 'Something went wrong');
     page(heading, h('h1', {}, heading), problemBox(e),
-      h('p', {}, h('button', { type: 'button', onclick: () => render() }, 'Try again')));
+      h('p', {}, h('button', { type: 'button', id: 'page-retry', onclick: () => render() }, 'Try again')));
+  } finally {
+    clearTimeout(loadingTimer);
   }
-}
-
-function problemBox(e) {
-  const p = e instanceof ApiError ? e.problem : { title: 'Error', detail: String(e && e.message) };
-  return h('div', { class: 'form-error', role: 'alert' }, h('strong', {}, p.title || 'Error'), p.detail ? ` ${p.detail}` : '');
 }
 
 function rememberTenant(id) {
@@ -163,13 +173,17 @@ function showErrors(form, e, aliases = {}) {
   if (first) first.focus();
 }
 
-// perform runs a write from a form or a button: busy while it runs; a 412 shows the
-// "changed by someone else" banner, other problems show next to their fields.
-async function perform(form, what, fn) {
+// perform runs a write (or a read a form asks for) from a form or a button: busy while it
+// runs, saying busyText if given; a 412 shows the "changed by someone else" banner, other
+// problems show next to their fields.
+async function perform(form, what, fn, busyText) {
   clearErrors(form);
   flash('');
   const buttons = [...form.querySelectorAll('button')];
   for (const b of buttons) b.disabled = true;
+  const busy = busyText ? h('p', { class: 'muted busy', role: 'status' }, busyText) : null;
+  if (busy) form.append(busy);
+  form.setAttribute('aria-busy', 'true');
   try {
     await fn();
   } catch (e) {
@@ -178,6 +192,8 @@ async function perform(form, what, fn) {
     showErrors(form, e);
   } finally {
     for (const b of buttons) b.disabled = false;
+    if (busy) busy.remove();
+    form.removeAttribute('aria-busy');
   }
 }
 
@@ -216,46 +232,62 @@ function attrError(form) {
   showErrors(form, new ApiError(400, { title: 'Validation failed', errors: [{ field: 'attributes', message: 'must be a JSON object of string arrays, e.g. {"dept": ["eng"]}' }] }));
 }
 
+const rowOf = (cols) => (text) => h('tr', {}, h('td', { colspan: cols, class: 'muted' }, text));
+const itemOf = (text) => h('li', { class: 'muted' }, text);
+
 // ---------------------------------------------------------------- sign-in and tenants
 
-function signinPage(params) {
-  const s = settings();
-  // make run prints a URL carrying the addresses, a tenant and the dev token in its hash.
-  if (params.has('command_api') || params.has('token')) {
-    const next = { ...s };
-    for (const k of ['command_api', 'projector', 'keycloak_sync']) if (params.has(k)) next[k] = params.get(k);
-    if (params.has('tenant')) next.recent_tenants = [params.get('tenant'), ...(s.recent_tenants || []).filter((x) => x !== params.get('tenant'))];
-    saveSettings(next);
-    const token = params.get('token');
-    history.replaceState(null, '', `${location.pathname}#/signin`);
-    if (token) {
-      devSignIn(token);
-      const tenant = params.get('tenant');
-      const [sys, ten] = (tenant || '').split('/');
-      go(sys && ten ? `#/t/${enc(sys)}/${enc(ten)}/users` : '#/tenants');
+const serviceLabels = { command_api: 'Command API', projector: 'Projector (operations)', keycloak_sync: 'Keycloak sync (operations)' };
+
+// takeLink reads what a sign-in link carries and removes it from the address bar at once.
+// Nothing in it takes effect silently: a token is never used, addresses only after the user
+// confirms them (and only when the server names none), a one-time code signs in only a tab
+// that is not signed in, or after the user agrees to replace the session.
+function takeLink(params) {
+  const link = { code: params.get('code') || '', tenant: params.get('tenant') || '', addresses: {} };
+  for (const k of SERVICES) if (params.get(k)) link.addresses[k] = params.get(k);
+  const hasToken = params.has('token');
+  if (!link.code && !hasToken && !Object.keys(link.addresses).length && !link.tenant) return null;
+  history.replaceState(null, '', `${location.pathname}#/signin`);
+  linkNotices = [];
+  if (hasToken) {
+    linkNotices.push('This link carried a token. Sign-in links do not carry tokens: it was not used, and this tab is not signed in with it. Enter the development token below, or open a fresh link from make run (scripts/console-link.sh).');
+  }
+  if (Object.keys(link.addresses).length && addressesFromServer()) {
+    linkNotices.push('This link named other service addresses. They were ignored: this console uses the addresses its server sets.');
+    link.addresses = {};
+  }
+  return link;
+}
+
+async function signinPage(params) {
+  const link = takeLink(params);
+  if (link) {
+    if (link.tenant && /^[a-z0-9-]+\/[a-z0-9-]+$/.test(link.tenant)) rememberTenant(link.tenant);
+    pendingLink = (link.code || Object.keys(link.addresses).length) ? link : null;
+    if (link.code && !session() && !Object.keys(link.addresses).length) {
+      await signInWithCode(link);
       return;
     }
-    render();
-    return;
   }
-  const conn = h('form', { class: 'card', id: 'connection', onsubmit: (ev) => {
-    ev.preventDefault();
-    const f = ev.target.elements;
-    saveSettings({ ...settings(), command_api: f.command_api.value.trim(), projector: f.projector.value.trim(), keycloak_sync: f.keycloak_sync.value.trim() });
-    flash('Connection saved.');
-  } },
-  h('h2', {}, 'Connection'),
-  field('Command API', h('input', { name: 'command_api', type: 'url', value: s.command_api || '', placeholder: 'https://directory.example.com:8080', required: true }), 'Where writes go; the query API is this page’s own server.'),
-  field('Projector (operations)', h('input', { name: 'projector', type: 'url', value: s.projector || '' })),
-  field('Keycloak sync (operations)', h('input', { name: 'keycloak_sync', type: 'url', value: s.keycloak_sync || '' })),
-  h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save connection')));
+  const s = settings();
+  const notices = linkNotices.map((n) => h('div', { class: 'alert warn link-notice', role: 'alert' }, n));
+  const confirm = pendingLink ? linkConfirm(pendingLink) : null;
 
-  const sso = serverCfg.oidc_issuer && serverCfg.client_id
+  const fromServer = addressesFromServer();
+  const conn = fromServer
+    ? h('div', { class: 'card', id: 'connection' }, h('h2', {}, 'Services'),
+      h('p', { class: 'muted' }, 'Set by the server (SSO_CONSOLE_COMMAND_API, SSO_CONSOLE_PROJECTOR, SSO_CONSOLE_KEYCLOAK_SYNC on the query API).'),
+      h('dl', { class: 'facts' }, SERVICES.map((k) => [h('dt', {}, serviceLabels[k]), h('dd', {}, endpoint(k) || 'not set')])))
+    : connectionForm(s);
+
+  const cfg = serverConfig();
+  const sso = cfg.oidc_issuer && cfg.client_id
     ? h('div', { class: 'card' }, h('h2', {}, 'Single sign-on'),
-      h('p', { class: 'muted' }, `Signs in at ${serverCfg.oidc_issuer}.`),
+      h('p', { class: 'muted' }, `Signs in at ${cfg.oidc_issuer}.`),
       h('button', { type: 'button', class: 'primary', id: 'sso', onclick: async (ev) => {
         const card = ev.target.closest('.card');
-        await perform(card, 'Sign-in', () => oidcStart(serverCfg, '#/tenants'));
+        await perform(card, 'Sign-in', () => oidcStart(cfg, '#/tenants'));
       } }, 'Sign in with SSO'))
     : null;
   const dev = h('form', { class: 'card', id: 'dev-signin', onsubmit: (ev) => {
@@ -266,12 +298,97 @@ function signinPage(params) {
     go('#/tenants');
   } },
   h('h2', {}, 'Development token'),
-  h('p', { class: 'muted' }, 'The value of SSO_BOOTSTRAP_TOKEN (make run prints it). Development only.'),
+  h('p', { class: 'muted' }, 'The value of SSO_BOOTSTRAP_TOKEN (make run keeps it in .data/dev-token). Development only.'),
   field('Token', h('input', { name: 'token', type: 'password', autocomplete: 'off' })),
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: sso ? null : 'primary' }, 'Sign in with token')));
-  page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), sso, dev,
-    h('details', { open: s.command_api ? null : true }, h('summary', {}, 'Connection settings'), conn)));
+  const current = session();
+  page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), notices, confirm,
+    current ? h('p', { class: 'muted', id: 'signed-in-as' }, `This tab is signed in as ${current.subject}. `, h('a', { href: '#/tenants' }, 'Go on as them')) : null,
+    sso, dev,
+    h('details', { open: !fromServer && !endpoint('command_api') ? true : null }, h('summary', {}, 'Connection settings'), conn)));
   focusHeading();
+}
+
+// signInWithCode exchanges a link's one-time code and opens the link's tenant.
+async function signInWithCode(link) {
+  pendingLink = null;
+  try {
+    devSignIn(await redeemCode(link.code));
+  } catch (e) {
+    linkNotices = [];
+    page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), h('div', { id: 'code-error' }, problemBox(e)),
+      h('p', {}, h('a', { href: '#/signin' }, 'Sign in another way'))));
+    focusHeading();
+    return;
+  }
+  const [sys, ten] = (link.tenant || '').split('/');
+  go(sys && ten ? `#/t/${enc(sys)}/${enc(ten)}/users` : '#/tenants');
+}
+
+// linkConfirm asks before a link changes anything: the addresses it names (each shown, and
+// refused when it is not on this machine), or replacing this tab's session.
+function linkConfirm(link) {
+  const names = Object.keys(link.addresses);
+  const refused = names.filter((k) => typedAddressProblem(link.addresses[k]));
+  const usable = names.filter((k) => !refused.includes(k));
+  const s = session();
+  const parts = [];
+  if (names.length) {
+    parts.push(h('p', {}, 'This link asks the console to send your sign-in token, and passwords you type, to:'),
+      h('dl', { class: 'facts', id: 'link-addresses' }, names.map((k) => [h('dt', {}, serviceLabels[k]),
+        h('dd', {}, h('code', {}, link.addresses[k]), refused.includes(k) ? h('span', { class: 'field-error' }, ` refused: ${typedAddressProblem(link.addresses[k])}`) : null)])));
+  }
+  if (link.code && s) parts.push(h('p', {}, `This link signs this tab in with the development token, in place of your session as ${s.subject}.`));
+  else if (link.code) parts.push(h('p', {}, 'It then signs this tab in with the development token.'));
+  const accept = async () => {
+    if (usable.length) {
+      const next = { ...settings() };
+      for (const k of usable) next[k] = link.addresses[k];
+      saveSettings(next);
+    }
+    if (link.code) { await signInWithCode(link); return; }
+    pendingLink = null;
+    pendingFlash = 'Connection saved.';
+    render();
+  };
+  const acceptLabel = link.code && !usable.length ? 'Sign in with the link' : (usable.length ? 'Use these addresses' : null);
+  return h('div', { class: 'card alert warn', role: 'alertdialog', 'aria-labelledby': 'link-h', id: 'link-confirm' },
+    h('h2', { id: 'link-h' }, 'Check this sign-in link'), parts,
+    h('div', { class: 'actions' },
+      acceptLabel ? h('button', { type: 'button', class: 'primary', id: 'link-accept', onclick: accept }, acceptLabel) : null,
+      h('button', { type: 'button', id: 'link-reject', onclick: () => { pendingLink = null; linkNotices = []; render(); } }, s ? `Stay signed in as ${s.subject}` : 'Ignore the link')));
+}
+
+// connectionForm lets the user type where the services are, when the server names none: on
+// this machine only, and saved after the user confirms what will be sent there.
+function connectionForm(s) {
+  const inputs = Object.fromEntries(SERVICES.map((k) => [k, h('input', { name: k, type: 'url', value: s[k] || '', placeholder: k === 'command_api' ? 'http://127.0.0.1:8080' : '' })]));
+  const confirmBox = h('div', { id: 'connection-confirm', hidden: true, role: 'group', 'aria-label': 'Confirm the addresses' });
+  const form = h('form', { class: 'card', id: 'connection', novalidate: true, onsubmit: (ev) => {
+    ev.preventDefault();
+    clearErrors(form);
+    const values = Object.fromEntries(SERVICES.map((k) => [k, inputs[k].value.trim().replace(/\/+$/, '')]));
+    const errors = SERVICES.filter((k) => values[k] && typedAddressProblem(values[k])).map((k) => ({ field: k, message: typedAddressProblem(values[k]) }));
+    if (errors.length) { showErrors(form, new ApiError(400, { title: 'Validation failed', errors })); return; }
+    clear(confirmBox).append(h('p', {}, h('strong', {}, 'Send your sign-in token, and passwords you type, to these addresses?')),
+      h('ul', {}, SERVICES.filter((k) => values[k]).map((k) => h('li', {}, `${serviceLabels[k]}: `, h('code', {}, values[k])))),
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'primary', id: 'connection-accept', onclick: () => {
+          saveSettings({ ...settings(), ...values });
+          confirmBox.hidden = true;
+          flash('Connection saved.');
+        } }, 'Yes, save them'),
+        h('button', { type: 'button', onclick: () => { confirmBox.hidden = true; } }, 'Cancel')));
+    confirmBox.hidden = false;
+    confirmBox.querySelector('button').focus();
+  } },
+  h('h2', {}, 'Connection'),
+  h('p', { class: 'muted' }, 'The server names no service addresses, so the console may reach services on this machine only. The query API is this page’s own server.'),
+  field('Command API', inputs.command_api, 'Where writes go.'),
+  field('Projector (operations)', inputs.projector),
+  field('Keycloak sync (operations)', inputs.keycloak_sync),
+  h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save connection')), confirmBox);
+  return form;
 }
 
 function tenantsPage() {
@@ -290,7 +407,7 @@ function tenantsPage() {
     await perform(f, 'Tenant', async () => {
       await new Tenant(sys, ten).info();
       open(`${sys}/${ten}`);
-    });
+    }, 'Looking for the tenant…');
   } },
   h('h2', {}, 'Open a tenant'),
   h('div', { class: 'toolbar' },
@@ -307,30 +424,73 @@ function tenantsPage() {
 
 // ---------------------------------------------------------------- users
 
-function pager(load) {
-  // Cursors are opaque; the stack of those already used gives "Previous".
-  const stack = [];
-  let current = '';
-  let next = null;
-  const prev = h('button', { type: 'button', class: 'prev', onclick: () => { current = stack.pop() || ''; load(current); } }, 'Previous');
-  const nxt = h('button', { type: 'button', class: 'next', onclick: () => { stack.push(current); current = next; load(current); } }, 'Next');
-  const el = h('div', { class: 'pager' }, prev, nxt);
-  return {
-    el,
-    reset() { stack.length = 0; current = ''; },
-    update(nextCursor) { next = nextCursor; prev.disabled = stack.length === 0; nxt.disabled = !nextCursor; el.hidden = !nextCursor && stack.length === 0; },
-  };
-}
-
 function userName(u) { return [u.first_name, u.last_name].filter(Boolean).join(' ') || u.username; }
 function status(active) { return h('span', { class: `badge ${active ? 'ok' : 'off'}` }, active ? 'Active' : 'Inactive'); }
 
+const USERNAME = /^[a-z0-9._@-]{1,128}$/;
+const startsWith = (v, p) => (v || '').toLowerCase().startsWith(p);
+
+// userSources are the lists one search reads, in the order they are shown. The default,
+// "username, name or email", decides by what is typed, each time: with an @, the user with
+// that email, then usernames that start with it (usernames may hold an @); otherwise
+// usernames, then last names, then first names that start with it. A user matched by an
+// earlier list is skipped by the later ones. A chosen match reads one list.
+function userSources(q, by, order) {
+  if (!q) return [{ params: { order } }];
+  if (by === 'username') return [{ params: { username_prefix: q } }];
+  if (by === 'last_name') return [{ params: { last_name_prefix: q } }];
+  if (by === 'first_name') return [{ params: { first_name_prefix: q } }];
+  if (by === 'email') return [{ params: { email: q } }];
+  const p = q.toLowerCase();
+  const byUsername = USERNAME.test(p);
+  if (q.includes('@')) {
+    const out = q.length <= 254 ? [{ params: { email: q } }] : [];
+    if (byUsername) out.push({ params: { username_prefix: q }, skip: (u) => u.email === p });
+    return out;
+  }
+  const out = byUsername ? [{ params: { username_prefix: q } }] : [];
+  if (q.length <= 255) {
+    out.push({ params: { last_name_prefix: q }, skip: (u) => byUsername && u.username.startsWith(p) });
+    out.push({ params: { first_name_prefix: q }, skip: (u) => (byUsername && u.username.startsWith(p)) || startsWith(u.last_name, p) });
+  }
+  return out;
+}
+
+// fetchUsers reads one page across the sources. Its cursor is "<source>.<that list's
+// cursor>", so a page may end one list and begin the next.
+async function fetchUsers(t, sources, cursor, signal) {
+  const dot = cursor.indexOf('.');
+  let si = dot < 0 ? 0 : Number(cursor.slice(0, dot)) || 0;
+  let c = dot < 0 ? '' : cursor.slice(dot + 1);
+  const items = [];
+  for (let reads = 0; si < sources.length && items.length < PAGE && reads < 8; reads++) {
+    const src = sources[si];
+    const { data } = await t.users({ ...src.params, limit: PAGE - items.length, cursor: c }, { signal });
+    items.push(...data.items.filter((u) => !src.skip || !src.skip(u)));
+    if (data.next_cursor) c = data.next_cursor;
+    else { si++; c = ''; }
+  }
+  return { items, next: si < sources.length ? `${si}.${c}` : null };
+}
+
+const matchLabels = {
+  auto: 'Username, name or email', username: 'Username starts with', last_name: 'Last name starts with',
+  first_name: 'First name starts with', email: 'Email is',
+};
+
+function searchSummary(q, by, order) {
+  if (!q) return `All users, sorted by last update, ${order === 'updated_asc' ? 'oldest' : 'newest'} first.`;
+  if (by === 'email') return 'Match by email.';
+  if (by !== 'auto') return `Sorted by ${by.replace('_', ' ')}.`;
+  return q.includes('@') ? `The user with the email ${q}, then usernames starting with “${q}”.`
+    : `Usernames starting with “${q}”, then last names, then first names.`;
+}
+
 async function usersPage(t, params, signal) {
-  const by = ['last_name', 'first_name', 'email'].includes(params.get('by')) ? params.get('by') : 'last_name';
+  const by = Object.hasOwn(matchLabels, params.get('by')) ? params.get('by') : 'auto';
   const order = params.get('order') === 'updated_asc' ? 'updated_asc' : 'updated_desc';
-  const search = h('input', { type: 'search', id: 'search', name: 'q', value: params.get('q') || '', autocomplete: 'off', placeholder: 'Type a name or an email' });
-  const bySel = h('select', { id: 'search-by', name: 'by' },
-    h('option', { value: 'last_name' }, 'Last name starts with'), h('option', { value: 'first_name' }, 'First name starts with'), h('option', { value: 'email' }, 'Email is'));
+  const search = h('input', { type: 'search', id: 'search', name: 'q', value: params.get('q') || '', autocomplete: 'off', placeholder: 'Username, name or email' });
+  const bySel = h('select', { id: 'search-by', name: 'by' }, Object.entries(matchLabels).map(([v, label]) => h('option', { value: v }, label)));
   bySel.value = by;
   const orderSel = h('select', { id: 'order', name: 'order' },
     h('option', { value: 'updated_desc' }, 'Last update, newest first'), h('option', { value: 'updated_asc' }, 'Last update, oldest first'));
@@ -341,59 +501,197 @@ async function usersPage(t, params, signal) {
     h('div', { class: 'grow' }, field('Search users', search)),
     h('div', {}, field('Match', bySel)),
     h('div', {}, field('Order', orderSel)));
-  let loadAbort = null;
-  const pg = pager((c) => load(c));
-  async function load(cursor) {
-    if (loadAbort) loadAbort.abort();
-    loadAbort = new AbortController();
-    const q = search.value.trim();
-    const mode = bySel.value;
+  const bulk = bulkActions(t, () => list, signal);
+  const selectAll = h('input', { type: 'checkbox', id: 'select-all' });
+  selectAll.addEventListener('change', () => bulk.selectAll(selectAll.checked));
+
+  const current = () => ({ q: search.value.trim(), by: bySel.value, order: orderSel.value });
+  let list;
+  const makeList = () => {
+    const { q, by: b, order: o } = current();
+    const sources = userSources(q, b, o);
     orderSel.disabled = !!q;
-    const p = { limit: PAGE, cursor };
-    if (q) p[mode === 'email' ? 'email' : `${mode}_prefix`] = q;
-    else p.order = orderSel.value;
-    clearErrors(form);
-    try {
-      const { data } = await t.users(p, { signal: loadAbort.signal });
-      clear(tbody).append(...data.items.map((u) => h('tr', {},
+    return listView({
+      id: 'users', body: tbody, signal, param: 'cursor', trailKey: `${t.id} users ${b} ${o} ${q}`,
+      empty: 'No users match.', emptyRow: rowOf(6),
+      fetch: (cursor, sig) => { clearErrors(form); return fetchUsers(t, sources, cursor, sig); },
+      render: (items) => items.map((u) => h('tr', {},
+        h('td', { class: 'select' }, bulk.checkbox(u)),
         h('td', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username),
           u.is_active ? null : h('span', { class: 'narrow-only' }, ' ', status(false))),
         h('td', {}, `${u.last_name || ''}${u.last_name && u.first_name ? ', ' : ''}${u.first_name || ''}`),
         h('td', {}, u.email),
         h('td', { class: 'wide-only' }, status(u.is_active)),
-        h('td', { class: 'wide-only' }, time(u.updated_at)))));
-      summary.textContent = data.items.length ? (q ? (mode === 'email' ? 'Match by email.' : `Sorted by ${mode.replace('_', ' ')}.`) : `Sorted by ${orderSel.options[orderSel.selectedIndex].text.toLowerCase()}.`) : 'No users match.';
-      pg.update(data.next_cursor);
-    } catch (e) {
-      if (e.name === 'AbortError') return;
-      showErrors(form, e, { email: 'q', last_name_prefix: 'q', first_name_prefix: 'q', order: 'order' });
-    }
-  }
+        h('td', { class: 'wide-only' }, time(u.updated_at)))),
+      onLoaded: (items) => {
+        bulk.loaded(items);
+        selectAll.checked = false;
+        summary.textContent = items.length ? searchSummary(q, b, o) : '';
+      },
+      onError: (e) => {
+        if (!(e instanceof ApiError) || e.status !== 400 || !e.fields.length) return false;
+        showErrors(form, e, { email: 'q', username_prefix: 'q', last_name_prefix: 'q', first_name_prefix: 'q', order: 'order' });
+        return true;
+      },
+    });
+  };
+  list = makeList();
+  const foot = h('div', {}, list.el);
+
+  // A search is one history entry however many keys it takes: its first change pushes an
+  // entry (Back returns to the list before it), later ones replace it.
+  let pushed = false;
   let timer = null;
   const changed = () => {
-    if (search.value.includes('@') && bySel.value !== 'email') bySel.value = 'email';
-    const q = new URLSearchParams();
-    if (search.value.trim()) q.set('q', search.value.trim());
-    if (bySel.value !== 'last_name') q.set('by', bySel.value);
-    if (orderSel.value !== 'updated_desc') q.set('order', orderSel.value);
-    const qs = q.toString();
-    history.replaceState(null, '', `${location.pathname}${tenantHash(t, 'users')}${qs ? `?${qs}` : ''}`);
-    pg.reset();
+    const { q, by: b, order: o } = current();
+    setParams({ q, by: b === 'auto' ? null : b, order: o === 'updated_desc' ? null : o, cursor: null }, !pushed);
+    pushed = true;
     clearTimeout(timer);
-    timer = setTimeout(() => load(''), 200);
+    timer = setTimeout(() => {
+      list.stop();
+      list = makeList();
+      foot.replaceChildren(list.el);
+      list.load('');
+    }, 200);
   };
   search.addEventListener('input', changed);
   bySel.addEventListener('change', changed);
   orderSel.addEventListener('change', changed);
-  signal.addEventListener('abort', () => { clearTimeout(timer); if (loadAbort) loadAbort.abort(); });
+  signal.addEventListener('abort', () => clearTimeout(timer));
   page('Users', h('h1', {}, 'Users', h('a', { class: 'button primary', href: tenantHash(t, 'users', '+new'), id: 'new-user' }, 'New user')),
-    form, summary,
+    form, summary, bulk.el,
     h('div', { class: 'table-wrap' }, h('table', { id: 'users' },
-      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Username'), h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Email'),
-        h('th', { scope: 'col', class: 'wide-only' }, 'Status'), h('th', { scope: 'col', class: 'wide-only' }, 'Updated'))),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col', class: 'select' }, h('label', {}, selectAll, h('span', { class: 'sr-only' }, 'Select every user on this page'))), h('th', { scope: 'col' }, 'Username'), h('th', { scope: 'col' }, 'Name'),
+        h('th', { scope: 'col' }, 'Email'), h('th', { scope: 'col', class: 'wide-only' }, 'Status'), h('th', { scope: 'col', class: 'wide-only' }, 'Updated'))),
       tbody)),
-    pg.el);
-  await load('');
+    foot);
+  list.load(params.get('cursor') || '');
+}
+
+// bulkActions deactivates, activates or adds to a group the users selected on the page:
+// one command per user, each with If-Match (the user's version as listed; the group's
+// version as it goes), and a summary of what was done and what failed, and why.
+function bulkActions(t, getList, signal) {
+  const selected = new Map();
+  const boxes = new Map();
+  const count = h('span', { id: 'bulk-count', 'aria-live': 'polite' }, 'None selected');
+  const deactivate = h('button', { type: 'button', id: 'bulk-deactivate', disabled: true }, 'Deactivate');
+  const activate = h('button', { type: 'button', id: 'bulk-activate', disabled: true }, 'Activate');
+  const groupIn = h('input', { name: 'group', id: 'bulk-group', autocomplete: 'off', list: 'bulk-group-names' });
+  const names = h('datalist', { id: 'bulk-group-names' });
+  const add = h('button', { type: 'button', id: 'bulk-add', disabled: true }, 'Add to group');
+  const result = h('div', { id: 'bulk-result', 'aria-live': 'polite' });
+  const form = h('div', { class: 'card bulk', id: 'bulk', role: 'group', 'aria-label': 'With the selected users' },
+    h('div', { class: 'toolbar' }, h('div', { class: 'bulk-count' }, count), deactivate, activate,
+      h('div', { class: 'grow' }, field('Group', groupIn)), names, add), result);
+  let running = false;
+
+  const refresh = () => {
+    count.textContent = selected.size ? `${selected.size} selected` : 'None selected';
+    for (const b of [deactivate, activate, add]) b.disabled = running || !selected.size;
+    for (const box of boxes.values()) box.disabled = running;
+  };
+
+  async function run(label, each) {
+    clearErrors(form);
+    const users = [...selected.values()];
+    running = true;
+    refresh();
+    const done = [];
+    const unchanged = [];
+    const failed = [];
+    const waits = [];
+    try {
+      for (const [i, u] of users.entries()) {
+        clear(result).append(h('p', { class: 'muted', role: 'status' }, `${label} ${i + 1} of ${users.length}…`));
+        try {
+          const outcome = await each(u);
+          (outcome.changed ? done : unchanged).push(u.username);
+          if (outcome.wait) waits.push(outcome.wait);
+        } catch (e) {
+          if (e.name === 'AbortError') return;
+          failed.push([u.username, e instanceof ApiError && e.status === 412
+            ? 'changed by someone else since the list was read; reload and try again' : (e.message || String(e))]);
+        }
+      }
+      // The list shows the views: wait (a little) until they show what was done.
+      await Promise.allSettled(waits.map((w) => w()));
+    } finally {
+      running = false;
+      refresh();
+    }
+    if (signal.aborted) return;
+    summarize(label, done, unchanged, failed);
+    getList().reload();
+  }
+
+  function summarize(label, done, unchanged, failed) {
+    const what = { Deactivating: ['deactivated', 'already inactive'], Activating: ['activated', 'already active'] }[label]
+      || [`added to ${groupIn.value.trim()}`, 'already members'];
+    const lines = [`${done.length} ${what[0]}`];
+    if (unchanged.length) lines.push(`${unchanged.length} ${what[1]}`);
+    if (failed.length) lines.push(`${failed.length} failed`);
+    clear(result).append(h('div', { class: failed.length ? 'alert' : 'alert ok', role: failed.length ? 'alert' : 'status', id: 'bulk-summary' },
+      h('strong', {}, `${lines.join(', ')}.`),
+      failed.length ? h('ul', { id: 'bulk-failures' }, failed.map(([n, why]) => h('li', {}, h('strong', {}, n), `: ${why}`))) : null));
+  }
+
+  deactivate.addEventListener('click', () => run('Deactivating', async (u) => setActive(u, false)));
+  activate.addEventListener('click', () => run('Activating', async (u) => setActive(u, true)));
+  async function setActive(u, active) {
+    const res = await t.setActive(u.username, u.version, active);
+    const changed = res.version !== u.version;
+    return { changed, wait: changed ? () => t.user(u.username, { minVersion: res.version, signal }) : null };
+  }
+
+  add.addEventListener('click', async () => {
+    const name = groupIn.value.trim();
+    let group;
+    try {
+      ({ data: group } = await t.group(name, { signal }));
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      clearErrors(form);
+      showErrors(form, e.status === 404 ? new ApiError(404, { title: 'Not found', errors: [{ field: 'group', message: `no group named ${name}` }] }) : e);
+      return;
+    }
+    let version = group.version;
+    await run('Adding', async (u) => {
+      let res;
+      try {
+        res = await t.addMember(group.name, version, u.username);
+      } catch (e) {
+        // Another writer changed the group meanwhile: a membership does not depend on the
+        // rest of the group, so read its version again and try once more.
+        if (!(e instanceof ApiError) || e.status !== 412) throw e;
+        ({ data: group } = await t.group(group.name, { signal }));
+        version = group.version;
+        res = await t.addMember(group.name, version, u.username);
+      }
+      const changed = res.version !== version;
+      version = res.version || version;
+      const final = version;
+      return { changed, wait: changed ? () => t.group(group.name, { minVersion: final, signal }) : null };
+    });
+  });
+
+  t.groups({ limit: 100 }, { signal }).then(({ data }) => names.append(...data.items.map((g) => h('option', { value: g.name })))).catch(() => {});
+  return {
+    el: form,
+    checkbox(u) {
+      const box = h('input', { type: 'checkbox', class: 'select-user', 'data-username': u.username, disabled: running });
+      box.addEventListener('change', () => { if (box.checked) selected.set(u.username, u); else selected.delete(u.username); refresh(); });
+      boxes.set(u.username, box);
+      return h('label', {}, box, h('span', { class: 'sr-only' }, `Select ${u.username}`));
+    },
+    loaded() { selected.clear(); for (const [n, b] of [...boxes]) if (!b.isConnected) boxes.delete(n); refresh(); },
+    selectAll(on) {
+      for (const box of boxes.values()) {
+        box.checked = on;
+        box.dispatchEvent(new Event('change'));
+      }
+    },
+  };
 }
 
 function userFields(u = {}, creating = false) {
@@ -425,7 +723,7 @@ function newUserPage(t) {
   page('New user', h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, 'users') }, 'Users'), ' / new'), h('h1', {}, 'New user'), form);
 }
 
-async function userPage(t, username, signal) {
+async function userPage(t, username, params, signal) {
   const min = takeReadAfter(`user:${username}`);
   const { data: u } = await t.user(username, { minVersion: min, signal });
   const what = `User ${u.username}`;
@@ -491,10 +789,8 @@ async function userPage(t, username, signal) {
   page(what, h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, 'users') }, 'Users'), ` / ${u.username}`),
     h('h1', {}, userName(u), status(u.is_active)),
     h('div', { class: 'grid' }, details, h('div', { class: 'stack' }, groupsSec, activitySec)));
-  await Promise.all([
-    userGroupsSection(t, u, groupsSec, signal),
-    activitySection(t, `user:${u.username}`, u.version, activitySec, signal),
-  ]);
+  userGroupsSection(t, u, groupsSec, params, signal);
+  activitySection(t, `user:${u.username}`, u.version, activitySec, signal);
 }
 
 function attrs(a) {
@@ -505,24 +801,23 @@ function attrs(a) {
 
 // userGroupsSection lists the user's groups (paged) and adds or removes memberships, each
 // on the group with the group's current version.
-async function userGroupsSection(t, u, sec, signal) {
-  const list = h('ul', { class: 'plain', id: 'user-groups' });
-  const pg = pager((c) => load(c));
-  async function load(cursor) {
-    const { data } = await t.userGroups(u.username, { limit: PAGE, cursor }, { signal });
-    clear(list).append(...data.items.map((g) => h('li', {},
+function userGroupsSection(t, u, sec, params, signal) {
+  const ul = h('ul', { class: 'plain', id: 'user-groups' });
+  const list = listView({
+    id: 'user-groups', body: ul, signal, param: 'cursor', trailKey: `${t.id} user-groups ${u.username}`,
+    empty: 'Not in any group.', emptyRow: itemOf,
+    fetch: async (cursor, sig) => { const { data } = await t.userGroups(u.username, { limit: PAGE, cursor }, { signal: sig }); return { items: data.items, next: data.next_cursor }; },
+    render: (items) => items.map((g) => h('li', {},
       h('a', { href: tenantHash(t, 'groups', g.name) }, g.name),
       h('button', { type: 'button', class: 'link', 'aria-label': `Remove from ${g.name}`, onclick: (ev) => perform(ev.target.closest('li'), `Group ${g.name}`, async () => {
         const { data: cur } = await t.group(g.name);
         await t.removeMember(g.name, cur.version, u.username);
         await until(() => t.userGroups(u.username, { limit: PAGE }), (r) => !r.data.items.some((x) => x.name === g.name), signal);
         flash(`Removed from ${g.name}.`);
-        pg.reset();
-        await load('');
-      }) }, 'Remove'))));
-    if (!data.items.length) list.append(h('li', { class: 'muted' }, 'Not in any group.'));
-    pg.update(data.next_cursor);
-  }
+        setParams({ cursor: null }, false);
+        list.load('');
+      }) }, 'Remove'))),
+  });
   const input = h('input', { name: 'group', id: 'add-group-name', autocomplete: 'off', list: 'group-names' });
   const names = h('datalist', { id: 'group-names' });
   const form = h('form', { class: 'toolbar', id: 'add-group', onsubmit: async (ev) => {
@@ -538,13 +833,13 @@ async function userGroupsSection(t, u, sec, signal) {
       input.value = '';
       flash(`Added to ${cur.name}.`);
       await until(() => t.userGroups(u.username, { limit: PAGE }), (r) => r.data.items.some((g) => g.name.toLowerCase() === cur.name.toLowerCase()), signal);
-      pg.reset();
-      await load('');
+      setParams({ cursor: null }, false);
+      list.load('');
     });
   } }, h('div', { class: 'grow' }, field('Add to group', input)), names, h('button', { type: 'submit' }, 'Add'));
-  sec.append(list, pg.el, form);
+  sec.append(ul, list.el, form);
   t.groups({ limit: 100 }, { signal }).then(({ data }) => names.append(...data.items.map((g) => h('option', { value: g.name })))).catch(() => {});
-  await load('');
+  list.load(params.get('cursor') || '');
 }
 
 // ---------------------------------------------------------------- activity
@@ -582,23 +877,20 @@ function activityItem(t, a, withEntity) {
 
 // activitySection shows an entity's activity, newest first, waiting for the item of the
 // version the page shows (the feed is written after the view).
-async function activitySection(t, entity, version, sec, signal) {
-  const list = h('ol', { class: 'timeline', id: 'activity' });
-  const more = h('button', { type: 'button', id: 'older', hidden: true }, 'Show older');
-  let next = null;
-  more.addEventListener('click', async () => {
-    const { data } = await t.activity({ entity, limit: PAGE, cursor: next }, { signal });
-    list.append(...data.items.map((x) => activityItem(t, x)));
-    next = data.next_cursor;
-    more.hidden = !next;
+function activitySection(t, entity, version, sec, signal) {
+  const ol = h('ol', { class: 'timeline', id: 'activity' });
+  const list = listView({
+    id: 'activity', body: ol, signal, more: true, moreId: 'older', empty: 'No activity recorded.', emptyRow: itemOf,
+    fetch: async (cursor, sig) => {
+      const read = () => t.activity({ entity, limit: PAGE, cursor }, { signal: sig });
+      const { data } = cursor ? await read()
+        : await until(read, (r) => !version || (r.data.items[0] && r.data.items[0].version >= version), sig);
+      return { items: data.items, next: data.next_cursor };
+    },
+    render: (items) => items.map((x) => activityItem(t, x)),
   });
-  sec.append(list, more);
-  const read = () => t.activity({ entity, limit: PAGE }, { signal });
-  const { data } = await until(read, (r) => !version || (r.data.items[0] && r.data.items[0].version >= version), signal);
-  list.append(...data.items.map((x) => activityItem(t, x)));
-  if (!data.items.length) list.append(h('li', { class: 'muted' }, 'No activity recorded.'));
-  next = data.next_cursor;
-  more.hidden = !next;
+  sec.append(ol, list.el);
+  list.load('');
 }
 
 // tenantActivityPage answers "who changed what, and when": everything one actor did, or
@@ -618,48 +910,41 @@ async function tenantActivityPage(t, params, signal) {
   h('div', { class: 'grow' }, field('Actor (the sub of a token; bootstrap for the dev token)', actorIn)),
   h('div', {}, field('or day (UTC)', dayIn)),
   h('button', { type: 'submit' }, 'Show'));
-  const list = h('ol', { class: 'timeline', id: 'tenant-activity' });
-  const more = h('button', { type: 'button', id: 'older', hidden: true }, 'Show older');
+  const ol = h('ol', { class: 'timeline', id: 'tenant-activity' });
+  const q = actor ? { actor } : { day };
+  const list = listView({
+    id: 'tenant-activity', body: ol, signal, more: true, moreId: 'older', empty: 'Nothing recorded.', emptyRow: itemOf,
+    fetch: async (cursor, sig) => { const { data } = await t.activity({ ...q, limit: PAGE, cursor }, { signal: sig }); return { items: data.items, next: data.next_cursor }; },
+    render: (items) => items.map((x) => activityItem(t, x, true)),
+    onError: (e) => {
+      if (!(e instanceof ApiError) || e.status !== 400) return false;
+      showErrors(form, e);
+      return true;
+    },
+  });
   page('Activity', h('h1', {}, 'Activity'),
     h('p', { class: 'muted', id: 'activity-scope' }, actor ? `Everything ${actor} did, newest first.` : `Everything on ${day} (UTC), newest first.`),
-    form, h('section', { class: 'card', 'aria-labelledby': 'activity-scope' }, list, more));
-  const q = actor ? { actor } : { day };
-  let next = null;
-  const load = async () => {
-    try {
-      const { data } = await t.activity({ ...q, limit: PAGE, cursor: next }, { signal });
-      list.append(...data.items.map((x) => activityItem(t, x, true)));
-      if (!next && !data.items.length) list.append(h('li', { class: 'muted' }, 'Nothing recorded.'));
-      next = data.next_cursor;
-      more.hidden = !next;
-    } catch (e) {
-      if (e.name === 'AbortError') return;
-      showErrors(form, e);
-    }
-  };
-  more.addEventListener('click', load);
-  await load();
+    form, h('section', { class: 'card', 'aria-labelledby': 'activity-scope' }, ol, list.el));
+  list.load('');
 }
 
 // ---------------------------------------------------------------- groups
 
-async function groupsPage(t, signal) {
+function groupsPage(t, params, signal) {
   const tbody = h('tbody', {});
-  const pg = pager((c) => load(c));
-  async function load(cursor) {
-    const { data } = await t.groups({ limit: PAGE, cursor }, { signal });
-    clear(tbody).append(...data.items.map((g) => h('tr', {},
+  const list = listView({
+    id: 'groups', body: tbody, signal, param: 'cursor', trailKey: `${t.id} groups`, empty: 'No groups yet.', emptyRow: rowOf(3),
+    fetch: async (cursor, sig) => { const { data } = await t.groups({ limit: PAGE, cursor }, { signal: sig }); return { items: data.items, next: data.next_cursor }; },
+    render: (items) => items.map((g) => h('tr', {},
       h('td', {}, h('a', { href: tenantHash(t, 'groups', g.name) }, g.name)),
       h('td', {}, g.description || ''),
-      h('td', { class: 'wide-only' }, time(g.updated_at)))));
-    if (!data.items.length) tbody.append(h('tr', {}, h('td', { colspan: 3, class: 'muted' }, 'No groups yet.')));
-    pg.update(data.next_cursor);
-  }
+      h('td', { class: 'wide-only' }, time(g.updated_at)))),
+  });
   page('Groups', h('h1', {}, 'Groups', h('a', { class: 'button primary', href: tenantHash(t, 'groups', '+new'), id: 'new-group' }, 'New group')),
     h('div', { class: 'table-wrap' }, h('table', { id: 'groups' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Description'), h('th', { scope: 'col', class: 'wide-only' }, 'Updated'))),
-      tbody)), pg.el);
-  await load('');
+      tbody)), list.el);
+  list.load(params.get('cursor') || '');
 }
 
 function groupFields(g = {}, creating = false) {
@@ -686,7 +971,7 @@ function newGroupPage(t) {
   page('New group', h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, 'groups') }, 'Groups'), ' / new'), h('h1', {}, 'New group'), form);
 }
 
-async function groupPage(t, name, signal) {
+async function groupPage(t, name, params, signal) {
   const key = `group:${name.toLowerCase()}`;
   const min = takeReadAfter(key);
   const { data: g } = await t.group(name, { minVersion: min, signal });
@@ -734,20 +1019,18 @@ async function groupPage(t, name, signal) {
   page(what, h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, 'groups') }, 'Groups'), ` / ${g.name}`), h('h1', {}, g.name),
     h('div', { class: 'grid' }, h('div', { class: 'stack' }, details, membersSec), activitySec));
 
-  const list = h('ul', { class: 'plain', id: 'members' });
-  const pg = pager((c) => loadMembers(c));
-  async function loadMembers(cursor) {
-    const { data } = await t.members(g.name, { limit: PAGE, cursor }, { signal });
-    clear(list).append(...data.items.map((u) => h('li', {},
+  const ul = h('ul', { class: 'plain', id: 'members' });
+  const list = listView({
+    id: 'members', body: ul, signal, param: 'cursor', trailKey: `${t.id} members ${g.name.toLowerCase()}`, empty: 'No members.', emptyRow: itemOf,
+    fetch: async (cursor, sig) => { const { data } = await t.members(g.name, { limit: PAGE, cursor }, { signal: sig }); return { items: data.items, next: data.next_cursor }; },
+    render: (items) => items.map((u) => h('li', {},
       h('span', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username), h('span', { class: 'muted' }, ` ${userName(u)}`)),
       h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${u.username}`, onclick: (ev) => perform(ev.target.closest('li'), what, async () => {
         const res = await t.removeMember(g.name, g.version, u.username);
         await until(() => t.userGroups(u.username, { limit: 500 }), (r) => !r.data.items.some((x) => x.name.toLowerCase() === g.name.toLowerCase()), signal);
         reloadWith(res.version, `${u.username} removed.`);
-      }) }, 'Remove'))));
-    if (!data.items.length) list.append(h('li', { class: 'muted' }, 'No members.'));
-    pg.update(data.next_cursor);
-  }
+      }) }, 'Remove'))),
+  });
   const input = h('input', { name: 'username', id: 'add-member-name', autocomplete: 'off' });
   const form = h('form', { class: 'toolbar', id: 'add-member', onsubmit: async (ev) => {
     ev.preventDefault();
@@ -759,8 +1042,9 @@ async function groupPage(t, name, signal) {
       reloadWith(res.version, `${username} added.`);
     });
   } }, h('div', { class: 'grow' }, field('Add member (username)', input)), h('button', { type: 'submit' }, 'Add member'));
-  membersSec.append(list, pg.el, form);
-  await Promise.all([loadMembers(''), activitySection(t, `group:${g.name.toLowerCase()}`, g.version, activitySec, signal)]);
+  membersSec.append(ul, list.el, form);
+  list.load(params.get('cursor') || '');
+  activitySection(t, `group:${g.name.toLowerCase()}`, g.version, activitySec, signal);
 }
 
 // ---------------------------------------------------------------- operations
@@ -785,12 +1069,18 @@ function seconds(v) {
 async function consumerCard(title, base, consumer, t, extra, signal) {
   const card = h('section', { class: 'card', 'aria-labelledby': `${consumer}-h` }, h('h2', { id: `${consumer}-h` }, title));
   if (!base) {
-    card.append(h('p', { class: 'muted' }, `Set the ${title} address on the sign-in page’s connection settings.`));
+    card.append(h('p', { class: 'muted' }, addressesFromServer()
+      ? `The server names no ${title} address (SSO_CONSOLE_${consumer === 'projector' ? 'PROJECTOR' : 'KEYCLOAK_SYNC'} on the query API).`
+      : `Set the ${title} address on the sign-in page’s connection settings.`));
     return card;
   }
   const [ok, ms] = await Promise.all([ready(base, signal), metrics(base, signal).catch((e) => e)]);
   card.append(h('p', {}, h('span', { class: `badge ${ok ? 'ok' : 'off'}`, id: `${consumer}-ready` }, ok ? 'Ready' : 'Not ready'), ' ', h('span', { class: 'muted' }, base)));
-  if (ms instanceof Error) { card.append(problemBox(ms)); return card; }
+  if (ms instanceof Error) {
+    if (ms.name === 'AbortError') throw ms;
+    card.append(problemBox(ms));
+    return card;
+  }
   const l = { consumer, system: t.system, tenant: t.tenant };
   const failed = sum(ms, 'ssodir_stream_dead_letters_total', { ...l, kind: 'failed' });
   const parkedTotal = sum(ms, 'ssodir_stream_dead_letters_total', { ...l, kind: 'parked' });
@@ -807,36 +1097,72 @@ async function consumerCard(title, base, consumer, t, extra, signal) {
   return card;
 }
 
+async function tenantCard(t, signal) {
+  const card = h('section', { class: 'card', 'aria-labelledby': 'tenant-h', id: 'tenant-card' }, h('h2', { id: 'tenant-h' }, 'Tenant'));
+  let info;
+  try {
+    ({ data: info } = await t.info({ signal }));
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    card.append(problemBox(e));
+    return card;
+  }
+  card.append(h('dl', { class: 'facts' },
+    h('dt', {}, 'Tenant'), h('dd', {}, `${info.system_id}/${info.tenant_id}`),
+    h('dt', {}, 'Status'), h('dd', {}, h('span', { class: `badge ${info.status === 'active' ? 'ok' : 'warn'}` }, info.status)),
+    h('dt', {}, 'Keycloak'), h('dd', {}, info.keycloak && info.keycloak.url ? `${info.keycloak.url} realm ${info.keycloak.realm} (client ${info.keycloak.client_id}, on delete: ${info.keycloak.on_delete})` : 'not configured'),
+    h('dt', {}, 'Created'), h('dd', {}, time(info.created_at)),
+    h('dt', {}, 'Updated'), h('dd', {}, time(info.updated_at))));
+  return card;
+}
+
+// opsPage shows the tenant and the consumers, and reads them again every OPS_REFRESH_MS
+// while it is open (one read at a time; a failed read shows in its card until the next).
 async function opsPage(t, signal) {
-  const s = settings();
-  const { data: info } = await t.info({ signal });
-  const tenantCard = h('section', { class: 'card', 'aria-labelledby': 'tenant-h' }, h('h2', { id: 'tenant-h' }, 'Tenant'),
-    h('dl', { class: 'facts' },
-      h('dt', {}, 'Tenant'), h('dd', {}, `${info.system_id}/${info.tenant_id}`),
-      h('dt', {}, 'Status'), h('dd', {}, h('span', { class: `badge ${info.status === 'active' ? 'ok' : 'warn'}` }, info.status)),
-      h('dt', {}, 'Keycloak'), h('dd', {}, info.keycloak && info.keycloak.url ? `${info.keycloak.url} realm ${info.keycloak.realm} (client ${info.keycloak.client_id}, on delete: ${info.keycloak.on_delete})` : 'not configured'),
-      h('dt', {}, 'Created'), h('dd', {}, time(info.created_at)),
-      h('dt', {}, 'Updated'), h('dd', {}, time(info.updated_at))));
-  const [proj, sync] = await Promise.all([
-    consumerCard('Projector', s.projector, 'projector', t, () => [], signal),
-    consumerCard('Keycloak sync', s.keycloak_sync, 'keycloak-sync', t, (ms) => {
-      const last = sum(ms, 'ssodir_keycloak_last_reconcile_success_timestamp_seconds', { system: t.system, tenant: t.tenant });
-      const tl = { system: t.system, tenant: t.tenant };
-      const found = sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'found' });
-      const parked = sum(ms, 'ssodir_keycloak_tenant_parked', { system: t.system, tenant: t.tenant });
-      const waiting = sum(ms, 'ssodir_stream_parked_records', { consumer: 'keycloak-sync', system: t.system, tenant: t.tenant });
-      return [
-        ['Parked (the realm is failing; records wait in order)', parked ? `yes, ${waiting ?? 0} records waiting` : 'no', parked ? 'off' : null],
-        ['Last successful reconcile', last ? time(new Date(last * 1000).toISOString()) : 'none yet', last ? null : 'warn'],
-        ['Drift of the last reconcile (found / repaired / stale)', found === null ? 'no reconcile yet'
-          : `${found} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'repaired' }) ?? 0} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'stale' }) ?? 0}`,
-        found ? 'warn' : null],
-      ];
-    }, signal),
-  ]);
-  const refresh = h('button', { type: 'button', id: 'refresh', onclick: () => render() }, 'Refresh');
-  page('Operations', h('h1', {}, 'Operations', refresh), h('p', { class: 'muted' }, 'From the services’ own /readyz and /metrics; figures for this tenant unless marked.'),
-    h('div', { class: 'grid' }, tenantCard, proj, sync));
+  const grid = h('div', { class: 'grid', id: 'ops' });
+  const stamp = h('p', { class: 'muted', id: 'ops-updated', 'aria-live': 'off' }, 'Loading…');
+  const refresh = h('button', { type: 'button', id: 'refresh' }, 'Refresh');
+  page('Operations', h('h1', {}, 'Operations', refresh),
+    h('p', { class: 'muted' }, 'From the services’ own /readyz and /metrics; figures for this tenant unless marked.'), stamp, grid);
+  let busy = false;
+  const load = async () => {
+    if (busy) return;
+    busy = true;
+    refresh.disabled = true;
+    grid.setAttribute('aria-busy', 'true');
+    try {
+      const cards = await Promise.all([
+        tenantCard(t, signal),
+        consumerCard('Projector', endpoint('projector'), 'projector', t, () => [], signal),
+        consumerCard('Keycloak sync', endpoint('keycloak_sync'), 'keycloak-sync', t, (ms) => {
+          const tl = { system: t.system, tenant: t.tenant };
+          const last = sum(ms, 'ssodir_keycloak_last_reconcile_success_timestamp_seconds', tl);
+          const found = sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'found' });
+          const parked = sum(ms, 'ssodir_keycloak_tenant_parked', tl);
+          const waiting = sum(ms, 'ssodir_stream_parked_records', { consumer: 'keycloak-sync', ...tl });
+          return [
+            ['Parked (the realm is failing; records wait in order)', parked ? `yes, ${waiting ?? 0} records waiting` : 'no', parked ? 'off' : null],
+            ['Last successful reconcile', last ? time(new Date(last * 1000).toISOString()) : 'none yet', last ? null : 'warn'],
+            ['Drift of the last reconcile (found / repaired / stale)', found === null ? 'no reconcile yet'
+              : `${found} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'repaired' }) ?? 0} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'stale' }) ?? 0}`,
+            found ? 'warn' : null],
+          ];
+        }, signal),
+      ]);
+      grid.replaceChildren(...cards);
+      stamp.textContent = `Updated ${new Date().toISOString().slice(11, 19)} UTC; refreshes every ${OPS_REFRESH_MS / 1000} s.`;
+    } catch (e) {
+      if (e.name !== 'AbortError') stamp.replaceChildren(problemBox(e));
+    } finally {
+      busy = false;
+      refresh.disabled = false;
+      grid.removeAttribute('aria-busy');
+    }
+  };
+  refresh.addEventListener('click', load);
+  const timer = setInterval(load, OPS_REFRESH_MS);
+  signal.addEventListener('abort', () => clearInterval(timer));
+  await load();
 }
 
 // ---------------------------------------------------------------- start
@@ -850,18 +1176,24 @@ window.addEventListener('hashchange', () => render());
 
 async function start() {
   try {
-    serverCfg = await serverConfig();
+    configure(await loadServerConfig());
   } catch {
-    serverCfg = {};
+    configure({});
   }
   try {
-    const next = await oidcFinish(serverCfg);
-    if (next) { location.hash = next; return; }
+    const next = await oidcFinish(serverConfig());
+    if (next) { keepFresh(); location.hash = next; return; }
   } catch (e) {
     page('Sign-in failed', h('h1', {}, 'Sign-in failed'), problemBox(e), h('p', {}, h('a', { href: '#/signin' }, 'Back to sign-in')));
     return;
   }
-  if (!commandBase() && session() && !location.hash.startsWith('#/signin')) pendingFlash = 'Set the command API address in the connection settings to make changes.';
+  const s = session();
+  if (s && s.kind === 'oidc' && s.expires_at && Date.now() > s.expires_at - 5000) await renew();
+  keepFresh();
+  if (!commandBase() && session() && !location.hash.startsWith('#/signin')) {
+    pendingFlash = addressesFromServer() ? 'The server names no command API address: this console can read, not write.'
+      : 'Set the command API address in the connection settings to make changes.';
+  }
   render();
 }
 
