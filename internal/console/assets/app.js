@@ -272,6 +272,7 @@ async function signinPage(params) {
   }
   const s = settings();
   const notices = linkNotices.map((n) => h('div', { class: 'alert warn link-notice', role: 'alert' }, n));
+  linkNotices = [];
   const confirm = pendingLink ? linkConfirm(pendingLink) : null;
 
   const fromServer = addressesFromServer();
@@ -321,6 +322,8 @@ async function signInWithCode(link) {
     focusHeading();
     return;
   }
+  pendingFlash = linkNotices.join(' ');
+  linkNotices = [];
   const [sys, ten] = (link.tenant || '').split('/');
   go(sys && ten ? `#/t/${enc(sys)}/${enc(ten)}/users` : '#/tenants');
 }
