@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/ssodir/ssodir/internal/auth/authtest"
+	"github.com/ssodir/ssodir/test/apitest"
 )
 
 // authServer is a small OIDC provider for the console's sign-in: discovery, JWKS, and the
@@ -31,16 +32,26 @@ type authServer struct {
 	tenants  []string
 	t        *testing.T
 
+	// lifetime is how long its access tokens are valid (an hour unless a test shortens it).
+	lifetime time.Duration
+
 	mu        sync.Mutex
 	grants    map[string]grant
 	exchanged int
 	refused   []string
+	// refreshTokens are the refresh tokens not used yet: each is good for one refresh
+	// (rotation, as Keycloak can be set to do), and the answer carries the next one.
+	refreshTokens map[string]bool
+	refreshed     int
+	// issued are the access tokens handed out, oldest first.
+	issued []string
 }
 
 type grant struct{ challenge, redirectURI string }
 
 func newAuthServer(t *testing.T, clientID string, tenants []string) *authServer {
-	a := &authServer{clientID: clientID, key: authtest.NewRSAKey(t), tenants: tenants, t: t, grants: map[string]grant{}}
+	a := &authServer{clientID: clientID, key: authtest.NewRSAKey(t), tenants: tenants, t: t, grants: map[string]grant{},
+		lifetime: time.Hour, refreshTokens: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{
@@ -109,13 +120,28 @@ func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 // token exchanges a code once, for the client that asked for it, with the verifier whose
-// S256 hash is the challenge.
+// S256 hash is the challenge; or a refresh token once, for the same client.
 func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		a.refuse(w, "not a form")
 		return
 	}
 	f := r.PostForm
+	if f.Get("grant_type") == "refresh_token" {
+		a.mu.Lock()
+		ok := a.refreshTokens[f.Get("refresh_token")]
+		delete(a.refreshTokens, f.Get("refresh_token"))
+		a.mu.Unlock()
+		if !ok || f.Get("client_id") != a.clientID {
+			a.refuse(w, "unknown or used refresh token, or another client")
+			return
+		}
+		a.mu.Lock()
+		a.refreshed++
+		a.mu.Unlock()
+		a.issue(w)
+		return
+	}
 	a.mu.Lock()
 	g, ok := a.grants[f.Get("code")]
 	delete(a.grants, f.Get("code"))
@@ -132,16 +158,27 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, "code_verifier does not match the code_challenge")
 		return
 	}
+	a.mu.Lock()
+	a.exchanged++
+	a.mu.Unlock()
+	a.issue(w)
+}
+
+// issue answers a new access token, valid for the server's lifetime, and a refresh token.
+func (a *authServer) issue(w http.ResponseWriter) {
 	now := time.Now()
 	access := authtest.Sign(a.t, jose.RS256, a.key, authtest.RSAKeyID, map[string]any{
 		"iss": a.URL, "aud": authtest.Audience, "sub": "f3c1-alice", "preferred_username": "alice",
 		"scope": "openid directory:read directory:write", "sso_tenants": a.tenants,
-		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		"iat": now.Unix(), "exp": now.Add(a.lifetime).Unix(), "jti": rand.Text(),
 	})
+	refresh := rand.Text()
 	a.mu.Lock()
-	a.exchanged++
+	a.refreshTokens[refresh] = true
+	a.issued = append(a.issued, access)
 	a.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": 3600})
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "token_type": "Bearer",
+		"expires_in": int(a.lifetime / time.Second), "refresh_token": refresh})
 }
 
 // eventually evaluates js until it is true, across the navigations of a sign-in (an
@@ -196,5 +233,62 @@ func TestSignInWithOIDCAuthorizationCodeAndPKCE(t *testing.T) {
 		waitText("#users tbody", "asmith"), waitText("#who", "demo/acme"))
 	b.run(a, "a tenant outside the token is not offered",
 		goHash("#/t/demo/gamma/users"), waitText("main", "Your sign-in does not cover tenant demo/gamma"))
+	b.noErrors()
+}
+
+// An OIDC session renews itself with its refresh token before its access token expires:
+// the console keeps working past the first token's life, on tokens the issuer renewed.
+func TestOIDCSessionRenewsBeforeItsTokenExpires(t *testing.T) {
+	auth := newAuthServer(t, "ssodir-console", []string{"demo/acme"})
+	auth.lifetime = 8 * time.Second
+	in := newInstall(t, "SSO_OIDC_ISSUER="+auth.URL, "SSO_OIDC_AUDIENCE="+authtest.Audience, "SSO_CONSOLE_CLIENT_ID=ssodir-console")
+	in.start("command-api")
+	in.start("projector")
+	in.start("query-api")
+	mustCall(t, 201, "POST", in.url("command-api")+"/v1/systems/demo/tenants", map[string]any{"tenant_id": "acme"})
+	mustCall(t, 201, "POST", in.url("command-api")+"/v1/systems/demo/tenants/acme/users",
+		map[string]any{"username": "asmith", "email": "asmith@example.com", "first_name": "Ann", "last_name": "Smith"})
+	waitProjected(t, in, "/users", 1)
+
+	b := newBrowser(t)
+	a := b.ctx
+	b.run(a, "sign in with SSO and open the tenant",
+		chromedp.Navigate(in.url("query-api")+"/console/"), waitFor("#sso"), click("#sso"),
+		eventually(`location.hash === "#/tenants" && !!document.querySelector(".tenants button")`),
+		click(".tenants button"), waitText("#users tbody", "asmith"))
+	auth.mu.Lock()
+	first := auth.issued[0]
+	auth.mu.Unlock()
+
+	// Two renewals take longer than the first token's life.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		auth.mu.Lock()
+		n, refused := auth.refreshed, auth.refused
+		auth.mu.Unlock()
+		if len(refused) > 0 {
+			t.Fatalf("the issuer refused: %v", refused)
+		}
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refreshes within a minute of 8-second tokens, want 2", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, _, _ := apitest.Call(t, first, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme/users", nil); status != http.StatusUnauthorized {
+		t.Fatalf("the first token, past its expiry, was answered %d: the test proves nothing", status)
+	}
+	b.run(a, "past the first token's life the console reads with a renewed one, still signed in",
+		goHash("#/t/demo/acme/groups"), waitText("#groups tbody", "No groups yet"),
+		goHash("#/t/demo/acme/users"), waitText("#users tbody", "asmith"), waitText("#who", "alice"))
+	auth.mu.Lock()
+	latest := auth.issued[len(auth.issued)-1]
+	auth.mu.Unlock()
+	got, err := chromedp.Run(a, chromedp.Evaluate[string](`JSON.parse(sessionStorage.getItem("ssodir.session")).token`))
+	if err != nil || got == first || got != latest {
+		t.Fatalf("the session holds the first token or not the newest (%v)", err)
+	}
 	b.noErrors()
 }
