@@ -137,5 +137,14 @@ func TestBulkActions(t *testing.T) {
 	if len(members.Items) != 2 || members.Items[0].Username != "b3" || members.Items[1].Username != "b4" {
 		t.Fatalf("members of Ops: %+v, want b3 and b4", members.Items)
 	}
+
+	// keycloak-sync does not run here: its card says it cannot be reached.
+	b.unreachable = true
+	const applied = `Number([...document.querySelectorAll("#projector-facts dt")].find((d) => d.innerText.startsWith("Records applied")).nextElementSibling.innerText)`
+	b.run(a, "the operations page", click(`#nav a[href$="/ops"]`), waitPositive("#projector-facts", "Records applied"),
+		poll(`(window.appliedBefore = `+applied+`) > 0`))
+	mustCall(t, 201, "POST", cmd+"/users", map[string]any{"username": "b6", "email": "b6@example.com"})
+	b.run(a, "refreshes itself: a write made elsewhere shows up without a click",
+		poll(applied+` > window.appliedBefore`), waitText("#ops-updated", "refreshes every 5 s"))
 	b.noErrors()
 }
