@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -186,6 +187,11 @@ func screenshots(t *testing.T) shooter {
 func (s shooter) take(b *browser, ctx context.Context, name string) {
 	if s.dir == "" {
 		return
+	}
+	// A long page has a scrollbar, which a full-page screenshot would cut the page's right
+	// edge off for.
+	if _, err := chromedp.Call(ctx, emulation.SetScrollbarsHidden, emulation.SetScrollbarsHiddenParams{Hidden: true}); err != nil {
+		s.t.Fatalf("hide scrollbars: %v", err)
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
