@@ -109,10 +109,13 @@ export function listView(o) {
     failed = false;
     o.body.setAttribute('aria-busy', 'true');
     o.body.classList.add('stale');
-    clear(status).append(h('p', { class: 'muted loading' }, 'Loading…'));
+    // "Loading…" only when it takes a moment, so that a quick page does not flicker.
+    clear(status);
+    const slow = setTimeout(() => clear(status).append(h('p', { class: 'muted loading' }, 'Loading…')), 150);
     update();
     try {
       const r = await o.fetch(cursor, ctl.signal);
+      clearTimeout(slow);
       if (ctl.signal.aborted) return;
       const items = o.render(r.items);
       if (append) o.body.append(...items);
@@ -122,6 +125,7 @@ export function listView(o) {
       clear(status);
       if (o.onLoaded) o.onLoaded(r.items);
     } catch (e) {
+      clearTimeout(slow);
       if (e.name === 'AbortError' || ctl.signal.aborted) return;
       failed = true;
       clear(status);
@@ -130,6 +134,7 @@ export function listView(o) {
         status.append(h('div', { class: 'list-error' }, problemBox(e), retry));
       }
     } finally {
+      clearTimeout(slow);
       o.signal.removeEventListener('abort', stop);
       if (loading === ctl) {
         loading = null;
