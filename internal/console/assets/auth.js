@@ -40,12 +40,7 @@ export function devSignIn(token) {
 // redeemCode exchanges a one-time code of make run's link for the development token (the
 // query API refuses a code used before or older than a minute).
 export async function redeemCode(code) {
-  let res;
-  try {
-    res = await fetch('dev-codes/redeem', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }) });
-  } catch {
-    throw new ApiError(0, { title: 'Cannot reach the query API', detail: `${location.origin} did not answer.` });
-  }
+  const res = await timedFetch('dev-codes/redeem', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }) }, location.origin);
   const body = await res.json().catch(() => ({}));
   if (res.status === 400) {
     throw new ApiError(400, { title: 'This sign-in link was used or has expired',
