@@ -115,16 +115,51 @@ const cursorKey = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+f4CBgoM="
 type service struct {
 	t    *testing.T
 	name string
+	addr string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
 // pause stops the process where it is (SIGSTOP): it keeps its port and accepts
-// connections, and answers nothing, as a service stuck or overloaded does.
-func (s *service) pause() { s.signal(syscall.SIGSTOP) }
+// connections, and answers nothing, as a service stuck or overloaded does. It returns once
+// the kernel reports the process stopped.
+func (s *service) pause() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP)
+	s.waitState(true)
+	c := http.Client{Timeout: 300 * time.Millisecond}
+	if resp, err := c.Get("http://" + s.addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		s.t.Fatalf("%s answered %d while the kernel reports it stopped", s.name, resp.StatusCode)
+	}
+}
 
-// resume lets a paused process go on (SIGCONT).
-func (s *service) resume() { s.signal(syscall.SIGCONT) }
+// resume lets a paused process go on (SIGCONT), and returns once it runs.
+func (s *service) resume() {
+	s.t.Helper()
+	s.signal(syscall.SIGCONT)
+	s.waitState(false)
+}
+
+// waitState waits until /proc says the process is stopped (state T), or is not.
+func (s *service) waitState(stopped bool) {
+	s.t.Helper()
+	path := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			s.t.Fatalf("%s: %v", s.name, err)
+		}
+		// The state follows the command name in parentheses: "pid (comm) S …".
+		_, rest, _ := strings.Cut(string(b), ") ")
+		if (strings.HasPrefix(rest, "T") || strings.HasPrefix(rest, "t")) == stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s is not %s after 10 s: %s", s.name, map[bool]string{true: "stopped", false: "running"}[stopped], b)
+		}
+	}
+}
 
 // kill ends the process at once and waits until it is gone.
 func (s *service) kill() {
@@ -182,7 +217,7 @@ func (in *install) start(name string, extra ...string) *service {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); pw.Close(); close(done) }()
 	output := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
-	svc := &service{t: t, name: name, cmd: cmd, done: done}
+	svc := &service{t: t, name: name, addr: in.addrs[name], cmd: cmd, done: done}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process handles SIGTERM only once it runs
 		_ = cmd.Process.Signal(syscall.SIGTERM)
