@@ -124,6 +124,10 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.AddMember(ctx, "g", "u")
 			return err
 		},
+		"TenantClient.ChangeMembers": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.ChangeMembers(ctx, "g", client.MembersChange{Add: []string{"u"}})
+			return err
+		},
 		"TenantClient.RemoveMember": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.RemoveMember(ctx, "g", "u")
 			return err
