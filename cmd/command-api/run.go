@@ -102,7 +102,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names)
+	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names, process.TableSettings(cfg.Common))
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("prepare shared tables: %w", err)
@@ -118,7 +118,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	commandapi.Register(e, commandapi.Deps{
 		Auth:         authn,
 		Store:        dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention),
-		Tenants:      dynamo.NewTenantStore(clients.DB, names),
+		Tenants:      dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common)),
 		Secrets:      box,
 		Clock:        time.Now,
 		Fingerprints: fingerprints,

@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	case "reconcile":
 		// A reconcile records its outcome for `keycloak-sync status`, also when no service
 		// has created the status table yet.
-		if err := dynamo.EnsureTable(ctx, a.clients.DB, dynamo.KeycloakSyncStatusTable(a.statuses.Table())); err != nil {
+		if err := dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), dynamo.KeycloakSyncStatusTable(a.statuses.Table())); err != nil {
 			return fmt.Errorf("prepare the status table: %w", err)
 		}
 		return a.reconcile(ctx, args[1:], stdout)
@@ -134,9 +134,9 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := errors.Join(dynamo.EnsureTable(tctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())),
-		dynamo.EnsureTable(tctx, a.clients.DB, dynamo.KeycloakSyncStatusTable(a.statuses.Table())),
-		streams.EnsureTables(tctx, a.clients.DB, leases, deadLetters))
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table())},
+		dynamo.StreamTables(leases, deadLetters)...)
+	err := dynamo.EnsureSystemTables(tctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("prepare tables: %w", err)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/projector"
 )
 
@@ -50,6 +51,7 @@ func (a *app) replay(ctx context.Context, args []string, stdout io.Writer) error
 		return err
 	}
 	r := projector.NewReplayer(a.clients.DB, a.names, a.tenants, a.projector, events.NewRegistry(), a.log)
+	opts.Tables = process.TableSettings(a.cfg.Common)
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = &barProgress{out: f}
 	} else {

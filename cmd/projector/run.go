@@ -95,10 +95,8 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) ensureTables(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := dynamo.EnsureTable(ctx, a.clients.DB, dynamo.ConfigTable(a.names.Config())); err != nil {
-		return err
-	}
-	return streams.EnsureTables(ctx, a.clients.DB, a.leaseTable(), a.deadLetterTable())
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
+	return dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 }
 
 func (a *app) serve(ctx context.Context, onListen listening) error {

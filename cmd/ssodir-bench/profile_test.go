@@ -56,7 +56,7 @@ func newProfileEnv(tb testing.TB, register func(e *echo.Echo, env *env, authn *a
 	names := dynamo.Names{Prefix: "prof"}
 	b := &bench{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	e := &env{b: b, local: l, prefix: names.Prefix, names: names, db: l.DynamoDB(), streams: l.Streams()}
-	if err := dynamo.EnsureSharedTables(ctx, e.db, names); err != nil {
+	if err := dynamo.EnsureSharedTables(ctx, e.db, names, dynamo.TableSettings{}); err != nil {
 		tb.Fatal(err)
 	}
 	log, err := process.NewLoggerTo("profile", zapcore.InfoLevel, io.Discard)

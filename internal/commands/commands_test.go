@@ -56,7 +56,7 @@ func sharedTables(t *testing.T, local *dynamotest.Local) dynamo.Names {
 	t.Helper()
 	sharedOnce.Do(func() {
 		sharedNames = dynamo.Names{Prefix: dynamotest.UniqueName("cmdtest")}
-		sharedErr = dynamo.EnsureSharedTables(context.Background(), local.DynamoDB(), sharedNames)
+		sharedErr = dynamo.EnsureSharedTables(context.Background(), local.DynamoDB(), sharedNames, dynamo.TableSettings{})
 	})
 	if sharedErr != nil {
 		t.Fatalf("shared tables: %v", sharedErr)

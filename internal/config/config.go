@@ -46,6 +46,32 @@ type Common struct {
 	// read here so that local endpoints can be recognised (DYNAMODB-LOCAL.md, trap 3).
 	DynamoEndpoint  string
 	StreamsEndpoint string
+	// Tables are the settings every table the process creates gets (docs/aws.md).
+	Tables Tables
+	// AWSCallLog is a directory into which the process records every AWS operation it
+	// makes, with the resource it touched (SSO_AWS_CALL_LOG; tests prove the stack's
+	// policies with it); "" records nothing.
+	AWSCallLog string
+}
+
+// Tables are the settings of the tables a process creates at run time.
+type Tables struct {
+	// Stage tags every table ssodir:stage (SSO_STAGE, default the table prefix).
+	Stage string
+	// PointInTimeRecovery (SSO_TABLE_PITR, default on; off against a local endpoint, since
+	// DynamoDB Local has no backups).
+	PointInTimeRecovery bool
+	// DeletionProtection (SSO_TABLE_DELETION_PROTECTION, default on). ssodir itself turns
+	// it off before it drops a table on purpose (a tenant's provisioning undone, a replay's
+	// old tables).
+	DeletionProtection bool
+	// KMSKey is the customer-managed KMS key the tables are encrypted with
+	// (SSO_TABLE_KMS_KEY, a key ARN; default unset: DynamoDB's AWS owned key).
+	KMSKey string
+	// SystemTablesExist (SSO_SYSTEM_TABLES=existing, default create) says the stage's
+	// stack made the tables every tenant shares: the process creates none and checks that
+	// they are there.
+	SystemTablesExist bool
 }
 
 // HTTP is what a process serving the API needs.
@@ -124,6 +150,67 @@ func (r *reader) positive(name string, def int) int {
 	return n
 }
 
+// boolean reads true/false (or 1/0, on/off).
+func (r *reader) boolean(name string, def bool) bool {
+	switch v := strings.ToLower(r.str(name, "")); v {
+	case "":
+		return def
+	case "true", "1", "on", "yes":
+		return true
+	case "false", "0", "off", "no":
+		return false
+	default:
+		r.fail("%s: %q is not true or false", name, v)
+		return def
+	}
+}
+
+var (
+	tagValueRE = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,256}$`)
+	kmsKeyRE   = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_-]+$`)
+)
+
+func (r *reader) tables(prefix, dynamoEndpoint string) Tables {
+	t := Tables{
+		Stage: r.str("SSO_STAGE", prefix),
+		// DynamoDB Local answers UnknownOperationException to every backup call.
+		PointInTimeRecovery: r.boolean("SSO_TABLE_PITR", !isLocalEndpoint(dynamoEndpoint)),
+		DeletionProtection:  r.boolean("SSO_TABLE_DELETION_PROTECTION", true),
+		KMSKey:              r.str("SSO_TABLE_KMS_KEY", ""),
+	}
+	if !tagValueRE.MatchString(t.Stage) {
+		r.fail("SSO_STAGE: %q is not a valid tag value", t.Stage)
+	}
+	if t.KMSKey != "" && !kmsKeyRE.MatchString(t.KMSKey) {
+		r.fail("SSO_TABLE_KMS_KEY: %q is not a KMS key or alias ARN (a table's key is named by ARN)", t.KMSKey)
+	}
+	switch v := r.str("SSO_SYSTEM_TABLES", "create"); v {
+	case "create":
+	case "existing":
+		t.SystemTablesExist = true
+	default:
+		r.fail("SSO_SYSTEM_TABLES: %q is neither create nor existing", v)
+	}
+	return t
+}
+
+// isLocalEndpoint reports an endpoint on this machine (DynamoDB Local).
+func isLocalEndpoint(endpoint string) bool {
+	if endpoint == "" {
+		return false
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func (r *reader) err() error { return errors.Join(r.errs...) }
 
 // keyUse says what a process does with SSO_SECRET_KEY / SSO_KMS_KEY_ID.
@@ -147,6 +234,8 @@ func (r *reader) common(use keyUse) Common {
 	c.LogLevel = lvl
 	c.DynamoEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB", "")
 	c.StreamsEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", c.DynamoEndpoint)
+	c.Tables = r.tables(c.TablePrefix, c.DynamoEndpoint)
+	c.AWSCallLog = r.str("SSO_AWS_CALL_LOG", "")
 	if use == keyNotRead {
 		return c
 	}

@@ -158,3 +158,45 @@ func TestCPUProfileIsReadFromTheEnvironment(t *testing.T) {
 		t.Errorf("CPUProfile without the variable = %q, want empty", got)
 	}
 }
+
+func TestTableSettings(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    Tables
+		wantErr []string
+	}{
+		{"on AWS, tables get recovery and protection, tagged with the prefix as the stage",
+			map[string]string{"SSO_TABLE_PREFIX": "mbcsso_prod"},
+			Tables{Stage: "mbcsso_prod", PointInTimeRecovery: true, DeletionProtection: true}, nil},
+		{"against DynamoDB Local, which has no backups, recovery is off by default",
+			map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:8000"},
+			Tables{Stage: "mbcsso_dev", DeletionProtection: true}, nil},
+		{"a stage's stack sets everything",
+			map[string]string{"SSO_STAGE": "prod", "SSO_TABLE_PITR": "true", "SSO_TABLE_DELETION_PROTECTION": "false", "SSO_SYSTEM_TABLES": "existing",
+				"SSO_TABLE_KMS_KEY": "arn:aws:kms:eu-west-1:123456789012:key/0b7c8f52-3d0a-4c7e-9a55-6f1e2d3c4b5a"},
+			Tables{Stage: "prod", PointInTimeRecovery: true, SystemTablesExist: true, KMSKey: "arn:aws:kms:eu-west-1:123456789012:key/0b7c8f52-3d0a-4c7e-9a55-6f1e2d3c4b5a"}, nil},
+		{"bad values are all reported",
+			map[string]string{"SSO_STAGE": "prod*", "SSO_TABLE_PITR": "maybe", "SSO_TABLE_KMS_KEY": "alias/x", "SSO_SYSTEM_TABLES": "some"},
+			Tables{}, []string{"SSO_STAGE", "SSO_TABLE_PITR", "SSO_TABLE_KMS_KEY", "SSO_SYSTEM_TABLES"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := LoadProjector(Map(c.env))
+			if len(c.wantErr) > 0 {
+				for _, w := range c.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("error %v does not name %s", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Tables != c.want {
+				t.Errorf("tables %+v, want %+v", cfg.Tables, c.want)
+			}
+		})
+	}
+}

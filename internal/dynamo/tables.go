@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/streams"
 )
 
 // Index names (docs/storage.md).
@@ -64,6 +65,53 @@ func withGeneration(name string, gen int) string {
 type TableSpec struct {
 	Input   *dynamodb.CreateTableInput
 	TTLAttr string
+	// PointInTimeRecovery is turned on once the table is active: CreateTable cannot.
+	PointInTimeRecovery bool
+}
+
+// TableSettings are what every table ssodir creates gets besides its keys (docs/aws.md):
+// point-in-time recovery, protection against deletion, encryption with the stage's key, and
+// tags for cost allocation. The zero value asks for none of them (tests' own tables).
+type TableSettings struct {
+	// Stage is the value of the ssodir:stage tag; "" tags nothing (not even the tenant).
+	Stage               string
+	PointInTimeRecovery bool
+	DeletionProtection  bool
+	// KMSKey is the customer-managed KMS key (id, ARN or alias ARN) the table is encrypted
+	// with; "" keeps DynamoDB's default (an AWS owned key).
+	KMSKey string
+	// SystemTablesExist says that the tables every tenant shares are made by the stage's
+	// stack (deploy/), with these settings: a process checks that they are there and
+	// creates none.
+	SystemTablesExist bool
+}
+
+// Tag keys of ssodir's tables.
+const (
+	TagStage  = "ssodir:stage"
+	TagSystem = "ssodir:system"
+	TagTenant = "ssodir:tenant"
+)
+
+// With is the spec with the settings applied, for a table of the given tenant ("" and ""
+// for the tables every tenant shares, which carry no system or tenant tag).
+func (spec TableSpec) With(set TableSettings, system, tenant string) TableSpec {
+	in := *spec.Input
+	if set.DeletionProtection {
+		in.DeletionProtectionEnabled = aws.Bool(true)
+	}
+	if set.KMSKey != "" {
+		in.SSESpecification = &types.SSESpecification{Enabled: aws.Bool(true), SSEType: types.SSETypeKms, KMSMasterKeyId: aws.String(set.KMSKey)}
+	}
+	in.Tags = nil
+	for _, t := range [][2]string{{TagStage, set.Stage}, {TagSystem, system}, {TagTenant, tenant}} {
+		if t[1] != "" && set.Stage != "" {
+			in.Tags = append(in.Tags, types.Tag{Key: aws.String(t[0]), Value: aws.String(t[1])})
+		}
+	}
+	spec.Input = &in
+	spec.PointInTimeRecovery = set.PointInTimeRecovery
+	return spec
 }
 
 func s(name string) types.AttributeDefinition {
@@ -170,8 +218,33 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 	return fmt.Errorf("create table %s: %w", name, translate(err))
 }
 
+// EnsureSystemTables prepares tables every tenant shares: EnsureTable for each spec with
+// the settings applied or, when the stage's stack made them (SystemTablesExist), a check
+// that each is there.
+func EnsureSystemTables(ctx context.Context, db *dynamodb.Client, set TableSettings, specs ...TableSpec) error {
+	for _, spec := range specs {
+		if !set.SystemTablesExist {
+			if err := EnsureTable(ctx, db, spec.With(set, "", "")); err != nil {
+				return err
+			}
+			continue
+		}
+		name := aws.ToString(spec.Input.TableName)
+		if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
+			return fmt.Errorf("table %s, which the stage's stack makes: %w", name, translate(err))
+		}
+	}
+	return nil
+}
+
+// StreamTables are the stream consumers' lease and dead-letter tables.
+func StreamTables(leases, deadLetters string) []TableSpec {
+	return []TableSpec{{Input: streams.LeaseTableInput(leases)}, {Input: streams.DeadLetterTableInput(deadLetters)}}
+}
+
 // EnsureTable creates the table unless it exists, waits until it is active and enables its
-// TTL. It is idempotent, so an interrupted provisioning can simply run again.
+// TTL and, when the spec asks for it, point-in-time recovery. It is idempotent, so an
+// interrupted provisioning can simply run again.
 func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
 	if err := CreateTable(ctx, db, spec); err != nil {
 		return err
@@ -183,6 +256,11 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 5*time.Minute); err != nil {
 		return fmt.Errorf("wait for table %s: %w", name, translate(err))
+	}
+	if spec.PointInTimeRecovery {
+		if err := ensureBackups(ctx, db, name); err != nil {
+			return err
+		}
 	}
 	if spec.TTLAttr == "" {
 		return nil
@@ -204,6 +282,42 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 	return nil
 }
 
+// backupsRetry is the pause before asking again for point-in-time recovery on a table
+// whose backups are not available yet (a table just created).
+const backupsRetry = 2 * time.Second
+
+// ensureBackups turns point-in-time recovery on unless it is on. It is checked on every
+// EnsureTable, so a process stopped between creating a table and this call leaves no table
+// without it once the provisioning is finished.
+func ensureBackups(ctx context.Context, db *dynamodb.Client, name string) error {
+	d, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("describe backups of %s: %w", name, translate(err))
+	}
+	if pitr := d.ContinuousBackupsDescription.PointInTimeRecoveryDescription; pitr != nil && pitr.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled {
+		return nil
+	}
+	for {
+		_, err := db.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{
+			TableName:                        aws.String(name),
+			PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)},
+		})
+		var unavailable *types.ContinuousBackupsUnavailableException
+		if !errors.As(err, &unavailable) {
+			if err != nil {
+				return fmt.Errorf("turn on point-in-time recovery of %s: %w", name, translate(err))
+			}
+			return nil
+		}
+		// A table just created: its backups are being set up. AWS asks to try again later.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("turn on point-in-time recovery of %s: %w", name, translate(ctx.Err()))
+		case <-time.After(backupsRetry):
+		}
+	}
+}
+
 // DeleteTableSettled deletes a table, first waiting for it to be ready when it is still
 // being created (DynamoDB refuses to delete a CREATING table with ResourceInUseException).
 // A missing table is not an error.
@@ -222,10 +336,28 @@ func DeleteTableSettled(ctx context.Context, db *dynamodb.Client, name string) e
 	}
 }
 
-// DeleteTable deletes a table; a missing table is not an error.
+// DeleteTable deletes a table on purpose (a tenant dropped, a replay's old generation):
+// it turns the table's deletion protection off first, which guards it against everything
+// but this call. A missing table is not an error.
 func DeleteTable(ctx context.Context, db *dynamodb.Client, name string) error {
-	_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	var nf *types.ResourceNotFoundException
+	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("describe table %s: %w", name, translate(err))
+	}
+	if aws.ToBool(d.Table.DeletionProtectionEnabled) {
+		_, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(false)})
+		if errors.As(err, &nf) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("turn off deletion protection of %s: %w", name, translate(err))
+		}
+	}
+	_, err = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("delete table %s: %w", name, translate(err))
 	}

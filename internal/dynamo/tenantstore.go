@@ -17,24 +17,28 @@ var _ commands.TenantStore = (*TenantStore)(nil)
 
 // TenantStore provisions tenants for the command side: their rows and tables.
 type TenantStore struct {
-	db      *dynamodb.Client
-	names   Names
-	tenants *Tenants
+	db       *dynamodb.Client
+	names    Names
+	tenants  *Tenants
+	settings TableSettings
 }
 
-// NewTenantStore is the command side's tenant store.
+// NewTenantStore is the command side's tenant store; its tenants' tables get no settings
+// until WithTableSettings.
 func NewTenantStore(db *dynamodb.Client, names Names) *TenantStore {
 	return &TenantStore{db: db, names: names, tenants: NewTenants(db, names)}
 }
 
-// EnsureSharedTables creates the tables every tenant shares (Config, idempotency).
-func EnsureSharedTables(ctx context.Context, db *dynamodb.Client, names Names) error {
-	for _, spec := range []TableSpec{ConfigTable(names.Config()), IdempotencyTable(names.Idempotency())} {
-		if err := EnsureTable(ctx, db, spec); err != nil {
-			return err
-		}
-	}
-	return nil
+// WithTableSettings gives every table the store creates the stage's settings.
+func (s *TenantStore) WithTableSettings(set TableSettings) *TenantStore {
+	s.settings = set
+	return s
+}
+
+// EnsureSharedTables prepares the tables of the command side that every tenant shares
+// (Config, idempotency).
+func EnsureSharedTables(ctx context.Context, db *dynamodb.Client, names Names, set TableSettings) error {
+	return EnsureSystemTables(ctx, db, set, ConfigTable(names.Config()), IdempotencyTable(names.Idempotency()))
 }
 
 // GetTenant reads a tenant row.
@@ -130,9 +134,9 @@ func (s *TenantStore) PutTenant(ctx context.Context, rec commands.TenantRecord, 
 
 func (s *TenantStore) tableSpecs(system, tenant string) []TableSpec {
 	return []TableSpec{
-		CommandsTable(s.names.Commands(system, tenant)),
-		UsersTable(s.names.Users(system, tenant, 0)),
-		ActivitiesTable(s.names.Activities(system, tenant, 0)),
+		CommandsTable(s.names.Commands(system, tenant)).With(s.settings, system, tenant),
+		UsersTable(s.names.Users(system, tenant, 0)).With(s.settings, system, tenant),
+		ActivitiesTable(s.names.Activities(system, tenant, 0)).With(s.settings, system, tenant),
 	}
 }
 
@@ -159,7 +163,8 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 }
 
 // DropTenant undoes a provisioning that cannot finish: it deletes the tenant's tables
-// (waiting out any still being created) and then its row, as long as the row is still
+// (waiting out any still being created, and turning their deletion protection off on
+// purpose) and then its row, as long as the row is still
 // provisioning. A tenant that became active meanwhile is left alone (ErrVersionConflict).
 func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) error {
 	row, err := s.tenants.Get(ctx, system, tenant)

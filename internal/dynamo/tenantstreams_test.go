@@ -48,7 +48,7 @@ func TestTenantStreamsCarryTheStreamARNAndAreReadOnlyWhenTheListChanged(t *testi
 	ctx := context.Background()
 	db := dynamotest.Current(t).DynamoDB()
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("tsrc")}
-	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
+	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	store := dynamo.NewTenantStore(db, names)

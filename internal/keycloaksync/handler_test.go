@@ -48,7 +48,7 @@ func newWorld(t *testing.T) *world {
 	db := local.DynamoDB()
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("kcs")}
 	tenant := commands.Tenant{System: "acme", ID: "t1"}
-	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
+	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	key := make([]byte, 32)

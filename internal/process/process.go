@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/secrets"
 )
 
@@ -60,6 +61,13 @@ func NewSecrets(ctx context.Context, c config.Common, awsCfg aws.Config) (*secre
 		return nil, errors.New("no secret key configured")
 	}
 	return secrets.NewLocal(c.SecretKey)
+}
+
+// TableSettings are the settings of the tables the process creates, from its configuration.
+func TableSettings(c config.Common) dynamo.TableSettings {
+	t := c.Tables
+	return dynamo.TableSettings{Stage: t.Stage, PointInTimeRecovery: t.PointInTimeRecovery,
+		DeletionProtection: t.DeletionProtection, KMSKey: t.KMSKey, SystemTablesExist: t.SystemTablesExist}
 }
 
 // OneLine folds an error (possibly joined from several) into one line.

@@ -32,7 +32,7 @@ func newFixture(t *testing.T) *fixture {
 	db := dynamotest.Current(t).DynamoDB()
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("pj")}
 	store := dynamo.NewTenantStore(db, names)
-	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
+	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	tenants := dynamo.NewTenants(db, names)

@@ -121,7 +121,7 @@ func newRebuildFixture(t *testing.T) rebuildFixture {
 	ctx := context.Background()
 	db := dynamotest.Current(t).DynamoDB()
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("rb")}
-	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
+	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	store := dynamo.NewTenantStore(db, names)

@@ -74,6 +74,8 @@ type ReplayOptions struct {
 	PageSize int32
 	// StopAfterPages interrupts the scan after this many pages (tests of resumption).
 	StopAfterPages int
+	// Tables are the settings the new tables get (the stage's: docs/aws.md).
+	Tables dynamo.TableSettings
 	// verifyPause is the pause between verification rounds (verifyPause; tests shorten it).
 	verifyPause time.Duration
 }
@@ -142,7 +144,7 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 	if !rep.Resumed {
 		fmt.Fprintf(opts.Out, "creating %s and %s\n", next.Users, next.Activities)
 		for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(next.Users), dynamo.ActivitiesTable(next.Activities)} {
-			if err := dynamo.EnsureTable(ctx, r.db, spec); err != nil {
+			if err := dynamo.EnsureTable(ctx, r.db, spec.With(opts.Tables, system, tenant)); err != nil {
 				return rep, err
 			}
 		}
@@ -187,6 +189,7 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 			if t == next.Users || t == next.Activities {
 				continue
 			}
+			// On purpose: DeleteTable turns the old table's deletion protection off first.
 			if err := dynamo.DeleteTable(ctx, r.db, t); err != nil {
 				return rep, err
 			}

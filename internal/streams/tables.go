@@ -68,8 +68,19 @@ func EnsureTables(ctx context.Context, db TableAPI, leaseTable, deadLetterTable 
 	return ensureTable(ctx, db, deadLetterTable, attrConsumer, attrEntryKey)
 }
 
-func ensureTable(ctx context.Context, db TableAPI, name, pk, sk string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+// LeaseTableInput is the lease table's definition (on-demand capacity), for a creator that
+// adds the stage's table settings (internal/dynamo).
+func LeaseTableInput(name string) *dynamodb.CreateTableInput {
+	return tableInput(name, attrConsumer, attrLeaseKey)
+}
+
+// DeadLetterTableInput is the dead-letter table's definition.
+func DeadLetterTableInput(name string) *dynamodb.CreateTableInput {
+	return tableInput(name, attrConsumer, attrEntryKey)
+}
+
+func tableInput(name, pk, sk string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -80,7 +91,11 @@ func ensureTable(ctx context.Context, db TableAPI, name, pk, sk string) error {
 			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
 		},
-	})
+	}
+}
+
+func ensureTable(ctx context.Context, db TableAPI, name, pk, sk string) error {
+	_, err := db.CreateTable(ctx, tableInput(name, pk, sk))
 	if err != nil && !isResourceInUse(err) {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
