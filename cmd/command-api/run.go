@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 // newServer is the command API's echo instance, ready to serve but not listening; the
 // shared tables exist when it returns.
 func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*echo.Echo, error) {
-	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	clients, err := process.NewClients(ctx, "command-api", cfg.Common)
 	if err != nil {
 		return nil, err
 	}

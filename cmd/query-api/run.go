@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		log.Warn("SSO_SECRET_KEY is set but the query API never uses it: remove it from this process's environment")
 	}
 
-	clients, err := dynamo.NewClients(ctx, cfg.DynamoEndpoint, cfg.StreamsEndpoint)
+	clients, err := process.NewClients(ctx, "query-api", cfg.Common)
 	if err != nil {
 		return err
 	}

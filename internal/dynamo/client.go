@@ -27,8 +27,9 @@ type Clients struct {
 }
 
 // NewClients builds clients from the SDK's standard configuration (region, credential
-// chain), with the endpoint overrides given (empty: AWS).
-func NewClients(ctx context.Context, dynamoEndpoint, streamsEndpoint string) (*Clients, error) {
+// chain), with the endpoint overrides given (empty: AWS); configure may add to the
+// configuration every client of the process shares (a call recorder in tests).
+func NewClients(ctx context.Context, dynamoEndpoint, streamsEndpoint string, configure ...func(*aws.Config)) (*Clients, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
@@ -37,6 +38,9 @@ func NewClients(ctx context.Context, dynamoEndpoint, streamsEndpoint string) (*C
 		cfg.Region = "us-east-1"
 	}
 	tuneClient(&cfg)
+	for _, f := range configure {
+		f(&cfg)
+	}
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if dynamoEndpoint != "" {
 			o.BaseEndpoint = aws.String(dynamoEndpoint)

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/ssodir/ssodir/internal/awscalls"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/secrets"
@@ -61,6 +62,20 @@ func NewSecrets(ctx context.Context, c config.Common, awsCfg aws.Config) (*secre
 		return nil, errors.New("no secret key configured")
 	}
 	return secrets.NewLocal(c.SecretKey)
+}
+
+// NewClients is the process's AWS clients, from its configuration: when SSO_AWS_CALL_LOG
+// is set, every call they make is recorded there (internal/awscalls).
+func NewClients(ctx context.Context, service string, c config.Common) (*dynamo.Clients, error) {
+	var configure []func(*aws.Config)
+	if c.AWSCallLog != "" {
+		rec, err := awscalls.New(c.AWSCallLog, service, c.TablePrefix)
+		if err != nil {
+			return nil, err
+		}
+		configure = append(configure, rec.Attach)
+	}
+	return dynamo.NewClients(ctx, c.DynamoEndpoint, c.StreamsEndpoint, configure...)
 }
 
 // TableSettings are the settings of the tables the process creates, from its configuration.

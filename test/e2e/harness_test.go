@@ -89,7 +89,14 @@ func newEnv(t *testing.T) *env {
 // cursorKey is the query API's SSO_CURSOR_KEY (its own key, not SSO_SECRET_KEY).
 const cursorKey = "ZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+f4CBgoM="
 
+// callLog is where the services record their AWS calls (SSODIR_AWS_CALL_LOG, set by
+// `make test`): deploy/'s tests check the stage's policies against them.
+var callLog = os.Getenv("SSODIR_AWS_CALL_LOG")
+
 func (e *env) vars(extra ...string) []string {
+	if callLog != "" {
+		extra = append([]string{"SSO_AWS_CALL_LOG=" + callLog}, extra...)
+	}
 	return append(append(local.Env(),
 		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+token,
 		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
