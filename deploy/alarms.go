@@ -1,0 +1,153 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Log lines the services write (internal/streams, internal/keycloaksync) that an operator
+// must act on; metric filters count them, in both ways of running the consumers.
+const (
+	logDeadLettered = "record dead-lettered*"
+	logParked       = "keycloak realm failing: tenant parked*"
+)
+
+// iteratorAgeLimit is how far behind its stream a consumer may fall before someone looks:
+// records are kept 24 h, and a view minutes old is already visibly stale.
+const iteratorAgeLimit = 5 * 60 * 1000 // ms
+
+// alarms are what an operator must act on, sent to one topic; the dashboard shows them
+// with their context.
+func (s *Stage) alarms() {
+	topic := awssns.NewTopic(s.Stack, jsii.String("Alarms"), &awssns.TopicProps{
+		DisplayName: jsii.String("ssodir " + s.Props.Stage + " alarms"),
+		MasterKey:   s.DataKey,
+		EnforceSSL:  jsii.Bool(true),
+	})
+	// CloudWatch publishes to the encrypted topic with the data key.
+	s.DataKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudWatchAlarmsPublish"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
+		Resources:  jsii.Strings("*"),
+	}), nil)
+	awscdk.NewCfnOutput(s.Stack, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{
+		Value: topic.TopicArn(), Description: jsii.String("subscribe the on-call to this topic"),
+	})
+	action := awscloudwatchactions.NewSnsAction(topic)
+	five := awscdk.Duration_Minutes(jsii.Number(5))
+	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64, periods float64) awscloudwatch.Alarm {
+		a := awscloudwatch.NewAlarm(s.Stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmName:          jsii.String("ssodir-" + s.Props.Stage + "-" + id),
+			AlarmDescription:   jsii.String(description),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+		return a
+	}
+	namespace := "ssodir/" + s.Props.Stage
+	counted := func(service, metric, pattern string) awscloudwatch.Metric {
+		awslogs.NewMetricFilter(s.Stack, jsii.String(id(service)+metric+"Filter"), &awslogs.MetricFilterProps{
+			LogGroup:        s.LogGroups[service],
+			FilterPattern:   awslogs.FilterPattern_Literal(jsii.String(`{ $.msg = "` + pattern + `" }`)),
+			MetricNamespace: jsii.String(namespace),
+			MetricName:      jsii.String(metric),
+			MetricValue:     jsii.String("1"),
+			Dimensions:      &map[string]*string{"Service": jsii.String("$.service")},
+		})
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(metric),
+			DimensionsMap: &map[string]*string{"Service": jsii.String(service)}, Statistic: jsii.String("Sum"), Period: five})
+	}
+
+	var alarmsByRow [][]awscloudwatch.IAlarm
+	var streamRow []awscloudwatch.IWidget
+	for _, service := range []string{Projector, KeycloakSync} {
+		fn := s.Functions[service]
+		age := fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(1))})
+		dead := counted(service, "DeadLetters", logDeadLettered)
+		alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+			alarm(id(service)+"IteratorAge", service+" is more than 5 minutes behind a tenant's stream for 5 minutes: look at its errors and throttles", age, iteratorAgeLimit, 5),
+			alarm(id(service)+"DeadLetters", service+" dead-lettered a record: its aggregate waits until it is re-driven (`"+service+" dead-letters list`)", dead, 1, 1),
+		})
+		streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(service + ": iterator age (ms) and dead letters"), Left: &[]awscloudwatch.IMetric{age}, Right: &[]awscloudwatch.IMetric{dead}, Width: jsii.Number(8)}))
+	}
+	parked := counted(KeycloakSync, "ParkedTenants", logParked)
+	failures := s.StreamFailures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five})
+	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+		alarm("ParkedTenant", "keycloak-sync parked a tenant whose Keycloak realm keeps failing; its records wait in order (`keycloak-sync status`)", parked, 1, 1),
+		alarm("FailedBatches", "an event source mapping gave up on a batch: its description is in the failure queue; the records are in the stream for 24 h", failures, 1, 1),
+	})
+	streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String("parked tenants and failed batches"), Left: &[]awscloudwatch.IMetric{parked, failures}, Width: jsii.Number(8)}))
+
+	var apiRow []awscloudwatch.IWidget
+	for _, service := range []string{CommandAPI, QueryAPI} {
+		api := s.APIs[service]
+		errors := api.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five})
+		alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+			alarm(id(service)+"5xx", "the "+service+" answered 5xx (503: DynamoDB throttled or unreachable; 500: a defect)", errors, 5, 1),
+		})
+		apiRow = append(apiRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(service + ": requests, 5xx, latency p99"),
+			Left:  &[]awscloudwatch.IMetric{api.MetricCount(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five}), errors},
+			Right: &[]awscloudwatch.IMetric{api.MetricLatency(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: five})},
+			Width: jsii.Number(12),
+		}))
+	}
+
+	var fnRow []awscloudwatch.IWidget
+	for _, service := range Services {
+		fn := s.Functions[service]
+		errors := fn.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five})
+		throttles := fn.MetricThrottles(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five})
+		alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+			alarm(id(service)+"Errors", "the "+service+" function failed an invocation (its log group has the error)", errors, 1, 1),
+			alarm(id(service)+"Throttles", "the "+service+" function was throttled: the account's or its concurrency is exhausted", throttles, 1, 1),
+		})
+		fnRow = append(fnRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(service + ": errors, throttles, duration p99"), Left: &[]awscloudwatch.IMetric{errors, throttles},
+			Right: &[]awscloudwatch.IMetric{fn.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99"), Period: five})}, Width: jsii.Number(6)}))
+	}
+
+	// The system tables' throttling; a tenant table's shows as 503s and iterator age.
+	var tableRow []awscloudwatch.IWidget
+	for _, name := range sortedKeys(s.Tables) {
+		m := s.Tables[name].MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{
+			Operations: &[]awsdynamodb.Operation{awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_PUT_ITEM, awsdynamodb.Operation_UPDATE_ITEM,
+				awsdynamodb.Operation_DELETE_ITEM, awsdynamodb.Operation_QUERY, awsdynamodb.Operation_TRANSACT_WRITE_ITEMS},
+			Period: five, Label: jsii.String(name),
+		})
+		tableRow = append(tableRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(name + ": throttled"), Left: &[]awscloudwatch.IMetric{m}, Width: jsii.Number(4)}))
+		alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+			alarm("Throttled"+id(name[len(s.Props.Prefix)+1:]), "DynamoDB throttled requests on "+name, m, 1, 1),
+		})
+	}
+
+	var all []interfacesawscloudwatch.IAlarmRef
+	for _, row := range alarmsByRow {
+		for _, a := range row {
+			all = append(all, a)
+		}
+	}
+	awscloudwatch.NewDashboard(s.Stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String("ssodir-" + s.Props.Stage),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{Title: jsii.String("alarms"), Alarms: &all, Width: jsii.Number(24)})},
+			&apiRow, &fnRow, &streamRow,
+			&tableRow,
+		},
+	})
+}

@@ -1,0 +1,75 @@
+// Command deploy is ssodir's AWS CDK app: one stack per stage (`cdk deploy -c stage=prod`),
+// checked by cdk-nag's AwsSolutions rules at every synthesis. See docs/aws.md.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+func main() {
+	defer jsii.Close()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "deploy:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	app := awscdk.NewApp(nil)
+	stage := contextString(app, "stage", "")
+	assets := contextString(app, "assets", filepath.Join("..", "bin", "lambda"))
+	if err := ensureAssets(assets); err != nil {
+		return err
+	}
+	props := StageProps{Stage: stage, Prefix: contextString(app, "prefix", ""), AssetDir: assets}
+	if account, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION"); account != "" && region != "" {
+		props.Env = &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
+	}
+	if _, err := NewStage(app, props); err != nil {
+		return err
+	}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	app.Synth(nil)
+	return nil
+}
+
+func contextString(app awscdk.App, key, def string) string {
+	if v, ok := app.Node().TryGetContext(jsii.String(key)).(string); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// ensureAssets builds the functions' zips (make lambda, at the repository's root) when one
+// is missing, so that `cdk synth` works on a fresh clone.
+func ensureAssets(dir string) error {
+	for _, service := range Services {
+		if _, err := os.Stat(filepath.Join(dir, service+"-arm64.zip")); err == nil {
+			continue
+		}
+		cmd := exec.Command("make", "-C", "..", "lambda")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s-arm64.zip is missing in %s and `make lambda` failed: %w", service, dir, err)
+		}
+		return nil
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Grant is one statement of a function's role. Least privilege is proven by the tests
+// (leastprivilege_test.go): every AWS call a service makes in the end-to-end tests must be
+// allowed by its function's grants, and every action of a grant without a Reason must have
+// been made by that service in some test. A Reason says why an action is allowed that no
+// test can record: AWS makes the call with the function's role (the Lambda service writing
+// logs, DynamoDB using the table key), or only a path no test reaches needs it.
+type Grant struct {
+	// Sid names the statement in the template.
+	Sid        string
+	Actions    []string
+	Resources  []*string
+	Conditions map[string]any
+	Reason     string
+}
+
+func (s *Stage) role(service string) awsiam.Role {
+	return awsiam.NewRole(s.Stack, jsii.String(id(service)+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("ssodir " + service + " (" + s.Props.Stage + "): exactly what the function uses (deploy/policies.go)"),
+	})
+}
+
+// arn is an ARN of this stack's partition, region and account.
+func (s *Stage) arn(service, resource, name string) *string {
+	return s.Stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String(service), Resource: jsii.String(resource), ResourceName: jsii.String(name)})
+}
+
+// Table patterns: every table ssodir uses starts with the stage's prefix (dynamo.Names).
+func (s *Stage) tables() []*string {
+	return []*string{s.arn("dynamodb", "table", s.Props.Prefix+"_*"), s.arn("dynamodb", "table", s.Props.Prefix+"_*/index/*")}
+}
+
+func (s *Stage) streams() []*string {
+	return []*string{s.arn("dynamodb", "table", s.Props.Prefix+"_*/stream/*")}
+}
+
+// tenantTables are the names only tenant tables have (dynamo.Names: _user_commands, _users,
+// _activities and a replay's _users_r<n>, _activities_r<n>): the command API creates and
+// drops these, never a system table.
+func (s *Stage) tenantTables() []*string {
+	var out []*string
+	for _, suffix := range []string{"_user_commands", "_users", "_users_r*", "_activities", "_activities_r*"} {
+		out = append(out, s.arn("dynamodb", "table", s.Props.Prefix+"_*"+suffix))
+	}
+	return out
+}
+
+func (s *Stage) viaService(service string) map[string]any {
+	return map[string]any{"StringEquals": map[string]any{
+		"kms:ViaService": fmt.Sprintf("%s.%s.amazonaws.com", service, *s.Stack.Region()),
+	}}
+}
+
+const (
+	reasonLogs = "the Lambda service writes the function's logs with its role; the code makes no such call"
+	// DynamoDB asks KMS for the table key with the caller's permission (through DynamoDB
+	// only: kms:ViaService), which the recorder cannot see.
+	reasonTableKeyRead  = "DynamoDB decrypts the table key of the stage's tables (SSE with DataKey) on the function's behalf; the code makes no KMS call for it"
+	reasonTableKeyWrite = "DynamoDB encrypts and decrypts with the table key of the stage's tables (SSE with DataKey) on the function's behalf; the code makes no KMS call for it"
+	reasonTableKeyGrant = "creating a table encrypted with DataKey (a tenant's, at provisioning) has DynamoDB create a grant on the key and describe it with the caller's permission"
+	reasonSecretKey     = "Secrets Manager decrypts the secret (encrypted with DataKey) on the function's behalf when the function reads it"
+	reasonFailures      = "Lambda's stream poller sends the description of a batch that kept failing to the mappings' failure destination with the function's role"
+	reasonStreamsLambda = "in Lambda mode the event source mapping's poller reads the stream with the function's role"
+)
+
+// policies gives each function's role its grants.
+func (s *Stage) policies() {
+	key := s.DataKey.KeyArn()
+	secretsKey := s.SecretsKey.KeyArn()
+	logs := func(service string) Grant {
+		return Grant{Sid: "Logs", Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
+			Resources: []*string{s.LogGroups[service].LogGroupArn()}, Reason: reasonLogs}
+	}
+	readKey := Grant{Sid: "TableKey", Actions: []string{"kms:Decrypt", "kms:DescribeKey"}, Resources: []*string{key},
+		Conditions: s.viaService("dynamodb"), Reason: reasonTableKeyRead}
+	writeKey := Grant{Sid: "TableKey", Actions: []string{"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"},
+		Resources: []*string{key}, Conditions: s.viaService("dynamodb"), Reason: reasonTableKeyWrite}
+	secretKey := Grant{Sid: "SecretDecrypt", Actions: []string{"kms:Decrypt"}, Resources: []*string{key},
+		Conditions: s.viaService("secretsmanager"), Reason: reasonSecretKey}
+	streams := Grant{Sid: "Streams", Actions: []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"},
+		Resources: s.streams()}
+	failures := Grant{Sid: "StreamFailures", Actions: []string{"sqs:SendMessage"}, Resources: []*string{s.StreamFailures.QueueArn()}, Reason: reasonFailures}
+	consumers := []*string{s.Functions[Projector].FunctionArn(), s.Functions[KeycloakSync].FunctionArn()}
+
+	s.Grants = map[string][]Grant{
+		CommandAPI: {
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
+				Resources: s.tables()},
+			{Sid: "TenantTables", Actions: []string{"dynamodb:CreateTable", "dynamodb:TagResource", "dynamodb:DescribeTimeToLive",
+				"dynamodb:UpdateTimeToLive", "dynamodb:DescribeContinuousBackups", "dynamodb:UpdateContinuousBackups",
+				"dynamodb:UpdateTable", "dynamodb:DeleteTable"}, Resources: s.tenantTables()},
+			{Sid: "Secrets", Actions: []string{"kms:GenerateDataKey", "kms:Decrypt"}, Resources: []*string{secretsKey}},
+			writeKey,
+			{Sid: "TableKeyGrant", Actions: []string{"kms:CreateGrant"}, Resources: []*string{key},
+				Conditions: mergeConditions(s.viaService("dynamodb"), map[string]any{"Bool": map[string]any{"kms:GrantIsForAWSResource": "true"}}),
+				Reason:     reasonTableKeyGrant},
+			{Sid: "IdempotencyKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.IdempotencyKey.SecretArn()}},
+			secretKey,
+			{Sid: "Mappings", Actions: []string{"lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"},
+				Resources:  []*string{jsii.String("*")},
+				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}},
+			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}},
+			logs(CommandAPI),
+		},
+		QueryAPI: {
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
+			{Sid: "CursorKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.CursorKey.SecretArn()}},
+			readKey, secretKey, logs(QueryAPI),
+		},
+		Projector: {
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
+				Resources: s.tables()},
+			streams,
+			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
+			writeKey, failures, logs(Projector),
+		},
+		KeycloakSync: {
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+				"dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
+			streams,
+			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
+			{Sid: "Secrets", Actions: []string{"kms:Decrypt"}, Resources: []*string{secretsKey}},
+			writeKey, failures, logs(KeycloakSync),
+		},
+	}
+	for _, service := range Services {
+		role := s.Functions[service].Role()
+		for _, g := range s.Grants[service] {
+			st := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String(g.Sid),
+				Effect:    awsiam.Effect_ALLOW,
+				Actions:   jsii.Strings(g.Actions...),
+				Resources: &g.Resources,
+			})
+			if g.Conditions != nil {
+				st.AddConditions(&g.Conditions)
+			}
+			role.AddToPrincipalPolicy(st)
+		}
+	}
+}
+
+func mergeConditions(ms ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}

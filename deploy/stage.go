@@ -1,0 +1,324 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+)
+
+// The four services, each one Lambda function (bin/lambda/<service>-arm64.zip).
+const (
+	CommandAPI   = "command-api"
+	QueryAPI     = "query-api"
+	Projector    = "projector"
+	KeycloakSync = "keycloak-sync"
+)
+
+// Services are the functions of a stage, in a stable order.
+var Services = []string{CommandAPI, QueryAPI, Projector, KeycloakSync}
+
+// StageProps are what differs between stages.
+type StageProps struct {
+	// Stage names the stage (prod, stg, dev): the stack, the functions, the tags.
+	Stage string
+	// Prefix is SSO_TABLE_PREFIX (default mbcsso_<stage>, as the seed names tables).
+	Prefix string
+	// AssetDir holds <service>-arm64.zip, each with one executable `bootstrap`.
+	AssetDir string
+	// LogRetention is how long the functions' and APIs' logs are kept.
+	LogRetention awslogs.RetentionDays
+	Env          *awscdk.Environment
+}
+
+var stageRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
+
+func (p *StageProps) defaults() error {
+	if !stageRE.MatchString(p.Stage) {
+		return fmt.Errorf("stage %q: give -c stage=NAME, 1-16 lower-case letters, digits and '-'", p.Stage)
+	}
+	if p.Prefix == "" {
+		p.Prefix = "mbcsso_" + strings.ReplaceAll(p.Stage, "-", "_")
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_THREE_MONTHS
+	}
+	return nil
+}
+
+// Stage is one stage's stack: what it made, for the tests and the alarms.
+type Stage struct {
+	Stack  awscdk.Stack
+	Props  StageProps
+	Names  dynamo.Names
+	Tables map[string]awsdynamodb.Table
+	// SecretsKey is SSO_KMS_KEY_ID: envelope encryption of passwords and Keycloak client
+	// secrets. DataKey encrypts the data at rest: every table, the secrets in Secrets
+	// Manager, the alarm topic.
+	SecretsKey, DataKey awskms.Key
+	CursorKey           awssecretsmanager.Secret
+	IdempotencyKey      awssecretsmanager.Secret
+	Functions           map[string]awslambda.Function
+	LogGroups           map[string]awslogs.LogGroup
+	// StreamFailures is the failure destination of the event source mappings.
+	StreamFailures awssqs.Queue
+	// Grants are the statements of each function's role, with why each is there.
+	Grants map[string][]Grant
+	// APIs are the two HTTP APIs, by service; their URLs end in "/".
+	APIs                 map[string]awsapigatewayv2.HttpApi
+	CommandURL, QueryURL *string
+}
+
+// NewStage builds one stage's stack.
+func NewStage(scope constructs.Construct, props StageProps) (*Stage, error) {
+	if err := props.defaults(); err != nil {
+		return nil, err
+	}
+	stack := awscdk.NewStack(scope, jsii.String("ssodir-"+props.Stage), &awscdk.StackProps{
+		Env:         props.Env,
+		Description: jsii.String("ssodir stage " + props.Stage + ": four Lambda functions, their APIs, schedules, keys, system tables and alarms (deploy/)"),
+	})
+	awscdk.Tags_Of(stack).Add(jsii.String(dynamo.TagStage), jsii.String(props.Stage), nil)
+	s := &Stage{Stack: stack, Props: props, Names: dynamo.Names{Prefix: props.Prefix},
+		Tables: map[string]awsdynamodb.Table{}, Functions: map[string]awslambda.Function{},
+		LogGroups: map[string]awslogs.LogGroup{}, APIs: map[string]awsapigatewayv2.HttpApi{}, Grants: map[string][]Grant{}}
+	s.keys()
+	s.systemTables()
+	s.secrets()
+	s.StreamFailures = awssqs.NewQueue(stack, jsii.String("StreamFailures"), &awssqs.QueueProps{
+		// Lambda's stream poller writes here what a batch that kept failing was (shard,
+		// sequence numbers), not the records: they stay in the stream for 24 h.
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+	})
+	params := s.parameters()
+	if err := s.functions(params); err != nil {
+		return nil, err
+	}
+	s.policies()
+	s.apis()
+	s.schedules()
+	s.alarms()
+	s.suppressions()
+	return s, nil
+}
+
+func (s *Stage) keys() {
+	s.SecretsKey = awskms.NewKey(s.Stack, jsii.String("SecretsKey"), &awskms.KeyProps{
+		Description:       jsii.String("ssodir " + s.Props.Stage + ": SSO_KMS_KEY_ID, envelope encryption of passwords and Keycloak client secrets"),
+		Alias:             jsii.String("alias/ssodir-" + s.Props.Stage + "-secrets"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+	})
+	s.DataKey = awskms.NewKey(s.Stack, jsii.String("DataKey"), &awskms.KeyProps{
+		Description:       jsii.String("ssodir " + s.Props.Stage + ": encryption at rest of every table, the secrets in Secrets Manager and the alarm topic"),
+		Alias:             jsii.String("alias/ssodir-" + s.Props.Stage + "-data"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
+// systemTables are the tables every tenant shares, made by the stack (the services run
+// with SSO_SYSTEM_TABLES=existing). Their keys come from internal/dynamo, the code that
+// reads and writes them, so the stack cannot drift from it.
+func (s *Stage) systemTables() {
+	specs := []dynamo.TableSpec{
+		dynamo.ConfigTable(s.Names.Config()),
+		dynamo.IdempotencyTable(s.Names.Idempotency()),
+		dynamo.KeycloakSyncStatusTable(s.Names.KeycloakSyncStatus()),
+	}
+	specs = append(specs, dynamo.StreamTables(s.Names.StreamLeases(), s.Names.DeadLetters())...)
+	for _, spec := range specs {
+		name := aws.ToString(spec.Input.TableName)
+		id := strings.TrimPrefix(name, s.Props.Prefix+"_")
+		props := &awsdynamodb.TableProps{
+			TableName:   jsii.String(name),
+			BillingMode: awsdynamodb.BillingMode_PAY_PER_REQUEST,
+			PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+				PointInTimeRecoveryEnabled: jsii.Bool(true),
+			},
+			DeletionProtection: jsii.Bool(true),
+			Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
+			EncryptionKey:      s.DataKey,
+			RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
+		}
+		for _, k := range spec.Input.KeySchema {
+			attr := &awsdynamodb.Attribute{Name: k.AttributeName, Type: attributeType(spec.Input.AttributeDefinitions, aws.ToString(k.AttributeName))}
+			if k.KeyType == types.KeyTypeHash {
+				props.PartitionKey = attr
+			} else {
+				props.SortKey = attr
+			}
+		}
+		if spec.TTLAttr != "" {
+			props.TimeToLiveAttribute = jsii.String(spec.TTLAttr)
+		}
+		s.Tables[name] = awsdynamodb.NewTable(s.Stack, jsii.String("Table_"+id), props)
+	}
+}
+
+func attributeType(defs []types.AttributeDefinition, name string) awsdynamodb.AttributeType {
+	for _, d := range defs {
+		if aws.ToString(d.AttributeName) == name && d.AttributeType == types.ScalarAttributeTypeN {
+			return awsdynamodb.AttributeType_NUMBER
+		}
+	}
+	return awsdynamodb.AttributeType_STRING
+}
+
+// secrets are the keys the services read from Secrets Manager at start (the environment
+// names the secret, never holds it). Each is 44 random letters and digits: valid base64
+// of 33 bytes (262 bits), as SSO_CURSOR_KEY and SSO_IDEMPOTENCY_KEY want at least 32.
+func (s *Stage) secrets() {
+	generate := &awssecretsmanager.SecretStringGenerator{
+		PasswordLength:     jsii.Number(44),
+		ExcludePunctuation: jsii.Bool(true),
+		IncludeSpace:       jsii.Bool(false),
+	}
+	s.CursorKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("CursorKey"), &awssecretsmanager.SecretProps{
+		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/cursor-key"),
+		Description:          jsii.String("SSO_CURSOR_KEY: the query API's key for signing cursors"),
+		GenerateSecretString: generate,
+		EncryptionKey:        s.DataKey,
+		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
+	})
+	s.IdempotencyKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("IdempotencyKey"), &awssecretsmanager.SecretProps{
+		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/idempotency-key"),
+		Description:          jsii.String("SSO_IDEMPOTENCY_KEY: the command API's key for fingerprinting Idempotency-Key requests"),
+		GenerateSecretString: generate,
+		EncryptionKey:        s.DataKey,
+		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
+type parameters struct {
+	issuer, audience, consoleClient *string
+}
+
+func (s *Stage) parameters() parameters {
+	issuer := awscdk.NewCfnParameter(s.Stack, jsii.String("OidcIssuer"), &awscdk.CfnParameterProps{
+		Type:           jsii.String("String"),
+		Description:    jsii.String("SSO_OIDC_ISSUER: the OIDC issuer whose JWTs the APIs accept (https://keycloak.example.com/realms/admin)"),
+		AllowedPattern: jsii.String(`^https://[^\s]+[^/]$`),
+	})
+	audience := awscdk.NewCfnParameter(s.Stack, jsii.String("OidcAudience"), &awscdk.CfnParameterProps{
+		Type:           jsii.String("String"),
+		Description:    jsii.String("SSO_OIDC_AUDIENCE: the audience the JWTs must name"),
+		AllowedPattern: jsii.String(`^\S+$`),
+	})
+	console := awscdk.NewCfnParameter(s.Stack, jsii.String("ConsoleClientId"), &awscdk.CfnParameterProps{
+		Type:        jsii.String("String"),
+		Default:     jsii.String(""),
+		Description: jsii.String("SSO_CONSOLE_CLIENT_ID: the public OIDC client the web console signs in with (empty: the console cannot sign in)"),
+	})
+	return parameters{issuer: issuer.ValueAsString(), audience: audience.ValueAsString(), consoleClient: console.ValueAsString()}
+}
+
+// Lambda-mode settings of the command API (docs/aws.md, "Lambda mode"): which functions
+// provisioning creates event source mappings for, and where their failures go.
+const (
+	envProjectorARN    = "SSO_LAMBDA_PROJECTOR_ARN"
+	envKeycloakSyncARN = "SSO_LAMBDA_KEYCLOAK_SYNC_ARN"
+	envFailureARN      = "SSO_LAMBDA_FAILURE_DESTINATION_ARN"
+)
+
+type fnSpec struct {
+	memory  float64
+	timeout awscdk.Duration
+	env     map[string]*string
+}
+
+func (s *Stage) functions(p parameters) error {
+	common := map[string]*string{
+		"SSO_TABLE_PREFIX":              jsii.String(s.Props.Prefix),
+		"SSO_STAGE":                     jsii.String(s.Props.Stage),
+		"SSO_LOG_LEVEL":                 jsii.String("info"),
+		"SSO_SYSTEM_TABLES":             jsii.String("existing"),
+		"SSO_TABLE_PITR":                jsii.String("true"),
+		"SSO_TABLE_DELETION_PROTECTION": jsii.String("true"),
+		"SSO_TABLE_KMS_KEY":             s.DataKey.KeyArn(),
+	}
+	api := map[string]*string{"SSO_OIDC_ISSUER": p.issuer, "SSO_OIDC_AUDIENCE": p.audience}
+	specs := map[string]fnSpec{
+		CommandAPI: {memory: 1024, timeout: awscdk.Duration_Seconds(jsii.Number(29)), env: merge(common, api, map[string]*string{
+			"SSO_KMS_KEY_ID":                 s.SecretsKey.KeyArn(),
+			"SSO_IDEMPOTENCY_KEY_SECRET_ARN": s.IdempotencyKey.SecretArn(),
+		})},
+		QueryAPI: {memory: 1024, timeout: awscdk.Duration_Seconds(jsii.Number(29)), env: merge(common, api, map[string]*string{
+			"SSO_CURSOR_KEY_SECRET_ARN": s.CursorKey.SecretArn(),
+			"SSO_CONSOLE_CLIENT_ID":     p.consoleClient,
+		})},
+		Projector: {memory: 1024, timeout: awscdk.Duration_Minutes(jsii.Number(2)), env: merge(common, map[string]*string{
+			"SSO_ACTIVITY_RETENTION": jsii.String("2160h"),
+		})},
+		KeycloakSync: {memory: 512, timeout: awscdk.Duration_Minutes(jsii.Number(10)), env: merge(common, map[string]*string{
+			"SSO_KMS_KEY_ID": s.SecretsKey.KeyArn(),
+		})},
+	}
+	for _, name := range Services {
+		spec := specs[name]
+		zip := filepath.Join(s.Props.AssetDir, name+"-arm64.zip")
+		logs := awslogs.NewLogGroup(s.Stack, jsii.String(id(name)+"Logs"), &awslogs.LogGroupProps{
+			LogGroupName:  jsii.String("/aws/lambda/" + s.functionName(name)),
+			Retention:     s.Props.LogRetention,
+			RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		})
+		s.LogGroups[name] = logs
+		s.Functions[name] = awslambda.NewFunction(s.Stack, jsii.String(id(name)), &awslambda.FunctionProps{
+			FunctionName: jsii.String(s.functionName(name)),
+			Description:  jsii.String("ssodir " + name + " (" + s.Props.Stage + ")"),
+			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture: awslambda.Architecture_ARM_64(),
+			Handler:      jsii.String("bootstrap"),
+			Code:         awslambda.Code_FromAsset(jsii.String(zip), nil),
+			MemorySize:   jsii.Number(spec.memory),
+			Timeout:      spec.timeout,
+			Environment:  &spec.env,
+			LogGroup:     logs,
+			Role:         s.role(name),
+		})
+	}
+	// The command API creates each new tenant's mappings to the two consumers.
+	cmd := s.Functions[CommandAPI]
+	cmd.AddEnvironment(jsii.String(envProjectorARN), s.Functions[Projector].FunctionArn(), nil)
+	cmd.AddEnvironment(jsii.String(envKeycloakSyncARN), s.Functions[KeycloakSync].FunctionArn(), nil)
+	cmd.AddEnvironment(jsii.String(envFailureARN), s.StreamFailures.QueueArn(), nil)
+	return nil
+}
+
+func (s *Stage) functionName(service string) string { return "ssodir-" + s.Props.Stage + "-" + service }
+
+// id is a construct id: command-api → CommandApi.
+func id(service string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(service, "-") {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+func merge(maps ...map[string]*string) map[string]*string {
+	out := map[string]*string{}
+	for _, m := range maps {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
