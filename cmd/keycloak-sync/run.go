@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	clients, err := process.NewClients(ctx, "keycloak-sync", cfg.Common)
+	clients, err := process.NewClients(ctx, process.Role("keycloak-sync", args), cfg.Common)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	clients, err := process.NewClients(ctx, "projector", cfg.Common)
+	clients, err := process.NewClients(ctx, process.Role("projector", args), cfg.Common)
 	if err != nil {
 		return err
 	}

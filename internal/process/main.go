@@ -16,13 +16,17 @@ import (
 type Run func(ctx context.Context, args []string, env config.Env, stdout io.Writer) error
 
 // Main is the whole of a service binary's main: SIGTERM or an interrupt cancel the
-// context, SSO_CPU_PROFILE (read by config) may profile the run, and the process exits
+// context, secrets given by reference are read (ResolveSecrets), SSO_CPU_PROFILE (read by config) may profile the run, and the process exits
 // once, here, with run's outcome.
 func Main(service string, run Run) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	env := config.OS()
+	env, err := ResolveSecrets(ctx, Role(service, os.Args[1:]), config.OS())
+	if err != nil {
+		stop()
+		Exit(service, err)
+	}
 	stopProfile := CPUProfile(config.CPUProfile(env))
-	err := run(ctx, os.Args[1:], env, os.Stdout)
+	err = run(ctx, os.Args[1:], env, os.Stdout)
 	stop()
 	stopProfile()
 	Exit(service, err)

@@ -78,6 +78,16 @@ func NewClients(ctx context.Context, service string, c config.Common) (*dynamo.C
 	return dynamo.NewClients(ctx, c.DynamoEndpoint, c.StreamsEndpoint, configure...)
 }
 
+// Role is the name a process's AWS calls are recorded under: the service's own, or
+// "<service>-admin" for an operator's command (replay, reconcile, dead-letters, status),
+// which runs with the operator's credentials, not the function's role.
+func Role(service string, args []string) string {
+	if len(args) > 0 {
+		return service + "-admin"
+	}
+	return service
+}
+
 // TableSettings are the settings of the tables the process creates, from its configuration.
 func TableSettings(c config.Common) dynamo.TableSettings {
 	t := c.Tables

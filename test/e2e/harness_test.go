@@ -75,6 +75,9 @@ type env struct {
 	prefix string
 	key    string
 	db     *dynamodb.Client
+	// stageKeys: the services get their keys as a stage on AWS does (KMS, Secrets
+	// Manager), not SSO_SECRET_KEY and SSO_CURSOR_KEY.
+	stageKeys bool
 }
 
 func newEnv(t *testing.T) *env {
@@ -97,9 +100,13 @@ func (e *env) vars(extra ...string) []string {
 	if callLog != "" {
 		extra = append([]string{"SSO_AWS_CALL_LOG=" + callLog}, extra...)
 	}
-	return append(append(local.Env(),
-		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+token,
-		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
+	vars := append(local.Env(),
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_BOOTSTRAP_TOKEN="+token,
+		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+	if !e.stageKeys {
+		vars = append(vars, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey)
+	}
+	return append(vars, extra...)
 }
 
 // service is a running binary.
