@@ -16,8 +16,19 @@ REDOCLY_VERSION := 2.77.0
 CACHE_DIR := $(or $(SSODIR_CACHE_DIR),$(CURDIR)/.cache)
 REDOCLY_DIR := $(CACHE_DIR)/redocly-cli-$(REDOCLY_VERSION)
 REDOCLY := $(REDOCLY_DIR)/node_modules/.bin/redocly
+# The AWS CDK command line, pinned, installed from npm into the cache (deploy/, docs/aws.md).
+CDK_VERSION := 2.1148.1
+CDK_DIR := $(CACHE_DIR)/aws-cdk-$(CDK_VERSION)
+CDK := $(CDK_DIR)/node_modules/.bin/cdk
+# Where the services record their AWS calls during `unit`, for deploy/'s least-privilege
+# test (fresh on every run).
+AWS_CALL_LOG := $(CURDIR)/.data/aws-calls
+# A stage for `make synth` / `make deploy-stage`.
+STAGE ?= dev
+# What the CDK command line needs to run offline and quietly.
+CDK_ENV := CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: all build run test vet fmt-check lint-openapi unit scale-test fuzz bench clean dynamodb-local chromium console-screenshots
+.PHONY: all build run test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
 
 all: build
 
@@ -41,10 +52,11 @@ console-screenshots: dynamodb-local chromium
 	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleInABrowser$$' ./test/console
 
 # Every test. Each test package that touches storage starts its own DynamoDB Local.
-test: dynamodb-local chromium vet fmt-check lint-openapi unit fuzz
+test: dynamodb-local chromium vet fmt-check lint-openapi unit deploy-test fuzz
 
 vet:
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -64,7 +76,27 @@ $(REDOCLY):
 # The streams scale test runs 500 tenants here, under the race detector (its goroutine
 # limit); `make scale-test` runs the issue's 5,000 without it (2.5 to 6 minutes).
 unit:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	rm -rf $(AWS_CALL_LOG) && mkdir -p $(AWS_CALL_LOG)
+	SSODIR_AWS_CALL_LOG=$(AWS_CALL_LOG) $(GO) test -race -count=1 -timeout 20m ./...
+
+# The CDK app's tests (its own Go module, which `go test ./...` above does not enter):
+# assertions on the synthesized stack, cdk-nag, the pinned CDK command line's offline
+# synthesis, and least privilege against the calls the last `unit` recorded (without any,
+# the test runs test/e2e itself). The first run downloads the CDK's Go module (about 40 MB) into the
+# shared module cache; every later run, CI's included, finds it there.
+deploy-test: $(CDK)
+	log=$(AWS_CALL_LOG); ls $$log/*.jsonl >/dev/null 2>&1 || log=; \
+	cd deploy && SSODIR_AWS_CALL_LOG=$$log SSODIR_CDK=$(CDK) $(CDK_ENV) $(GO) test -count=1 -timeout 30m ./...
+
+cdk: $(CDK)
+	@echo $(CDK)
+
+$(CDK):
+	npm install --no-audit --no-fund --prefix $(CDK_DIR) aws-cdk@$(CDK_VERSION)
+
+# The stage's CloudFormation template, offline (builds the functions' zips when missing).
+synth: $(CDK)
+	cd deploy && $(CDK_ENV) $(CDK) synth --no-notices -c stage=$(STAGE) > /dev/null && echo "deploy/cdk.out/ssodir-$(STAGE).template.json"
 
 scale-test: dynamodb-local
 	$(GO) test -count=1 -timeout 20m -run '^TestThousandsOfTenantsTwoConsumersNeverThrottled$$' ./internal/streams
