@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	}
 	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}}
 	a.tenants = dynamo.NewTenants(clients.DB, a.names)
-	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention})
+	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention, SinglePuts: cfg.SinglePuts})
 	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
 
 	if len(args) == 0 {

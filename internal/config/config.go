@@ -419,6 +419,11 @@ type Projector struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// SinglePuts (SSO_PROJECTOR_WRITES=puts) writes each view item with its own
+	// conditional PutItem, one write unit per KB on AWS, instead of transactions of 25
+	// (=transactions), which cost two there but are faster on DynamoDB Local. Default:
+	// transactions against a local endpoint, puts otherwise.
+	SinglePuts bool
 }
 
 // LoadProjector reads Projector from env.
@@ -427,6 +432,15 @@ func LoadProjector(env Env) (Projector, error) {
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
 	c.Stream = r.stream()
+	switch v := r.str("SSO_PROJECTOR_WRITES", ""); v {
+	case "":
+		c.SinglePuts = !isLocalEndpoint(c.DynamoEndpoint)
+	case "puts":
+		c.SinglePuts = true
+	case "transactions":
+	default:
+		r.fail("SSO_PROJECTOR_WRITES: %q is neither puts nor transactions", v)
+	}
 	return c, r.err()
 }
 

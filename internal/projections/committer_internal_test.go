@@ -338,3 +338,61 @@ func TestAGroupIsToldOfAfterTheMembershipsItsVersionChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitterWithSinglePutsWritesEachViewAlone: the same as above with SinglePuts (how
+// the projector writes on AWS, where a transactional write costs twice a PutItem): every
+// view item goes out as its own conditional PutItem, none in a transaction, each caller
+// learns its own outcome, and nothing older is put over newer.
+func TestCommitterWithSinglePutsWritesEachViewAlone(t *testing.T) {
+	client := dynamotest.Current(t).DynamoDB()
+	tables := committerTables(t, client)
+	direct := New(client, Options{SinglePuts: true})
+	for i := range 5 {
+		if err := direct.Apply(t.Context(), tables, created(fmt.Sprintf("u%02d", i), 3, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := &gatedDB{Client: client, gate: make(chan struct{})}
+	close(db.gate)
+	c := New(db, Options{SinglePuts: true}).Committer(tables)
+	const n = 40
+	const oversized = "u17"
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		name := fmt.Sprintf("u%02d", i)
+		var attrs map[string][]string
+		if name == oversized {
+			attrs = map[string][]string{"blob": {strings.Repeat("x", 420<<10)}}
+		}
+		wg.Go(func() { errs[i] = c.Apply(t.Context(), created(name, 2, attrs), nil) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if name := fmt.Sprintf("u%02d", i); (err != nil) != (name == oversized) {
+			t.Errorf("%s: outcome %v", name, err)
+		}
+	}
+	if len(db.groups) != 0 {
+		t.Errorf("transactions %v: with single puts no view item goes out in one", db.groups)
+	}
+	if db.puts < n {
+		t.Errorf("%d PutItems for %d events", db.puts, n)
+	}
+	for i := range n {
+		name := fmt.Sprintf("u%02d", i)
+		got, ok := firstName(t, client, tables, name)
+		switch {
+		case name == oversized:
+			if ok {
+				t.Errorf("%s is in the table", name)
+			}
+		case i < 5:
+			if got != "v3" {
+				t.Errorf("%s holds %q, want the newer v3 it held before", name, got)
+			}
+		case got != "v2":
+			t.Errorf("%s holds %q (present %v), want v2", name, got, ok)
+		}
+	}
+}
