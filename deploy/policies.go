@@ -71,6 +71,12 @@ const (
 	reasonSecretKey     = "Secrets Manager decrypts the secret (encrypted with DataKey) on the function's behalf when the function reads it"
 	reasonFailures      = "Lambda's stream poller sends the description of a batch that kept failing to the mappings' failure destination with the function's role"
 	reasonStreamsLambda = "in Lambda mode the event source mapping's poller reads the stream with the function's role"
+	reasonBackups       = "point-in-time recovery of a new tenant's tables (SSO_TABLE_PITR): DynamoDB Local, which the end-to-end tests run on, has no backups; " +
+		"internal/dynamo's TestTenantTablesGetTheStagesSettingsAndDroppingTurnsDeletionProtectionOffFirst checks these requests"
+	reasonDrop = "dropping a tenant's tables on purpose (deletion protection off, then DeleteTable) when a provisioning hits the account's table quota: " +
+		"the end-to-end tests never reach the quota; cmd/command-api's provisioning tests and internal/dynamo's table settings test cover it"
+	reasonCleanup  = "deleting a user or group with more memberships than one transaction holds removes the rest in batches; no end-to-end test deletes one that large"
+	reasonMappings = "provisioning in Lambda mode (SSO_LAMBDA_PROJECTOR_ARN, SSO_LAMBDA_KEYCLOAK_SYNC_ARN) creates and removes each tenant's mappings (issue 24)"
 )
 
 // policies gives each function's role its grants.
@@ -91,15 +97,22 @@ func (s *Stage) policies() {
 		Resources: s.streams()}
 	failures := Grant{Sid: "StreamFailures", Actions: []string{"sqs:SendMessage"}, Resources: []*string{s.StreamFailures.QueueArn()}, Reason: reasonFailures}
 	consumers := []*string{s.Functions[Projector].FunctionArn(), s.Functions[KeycloakSync].FunctionArn()}
+	// Listing the tenants is a Scan of {p}_Config, and of no other table.
+	tenantList := Grant{Sid: "TenantList", Actions: []string{"dynamodb:Scan"}, Resources: []*string{s.arn("dynamodb", "table", s.Names.Config())}}
 
 	s.Grants = map[string][]Grant{
 		CommandAPI: {
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
+				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
+			tenantList,
+			{Sid: "Cleanup", Actions: []string{"dynamodb:BatchWriteItem"}, Resources: s.tables(), Reason: reasonCleanup},
 			{Sid: "TenantTables", Actions: []string{"dynamodb:CreateTable", "dynamodb:TagResource", "dynamodb:DescribeTimeToLive",
-				"dynamodb:UpdateTimeToLive", "dynamodb:DescribeContinuousBackups", "dynamodb:UpdateContinuousBackups",
-				"dynamodb:UpdateTable", "dynamodb:DeleteTable"}, Resources: s.tenantTables()},
+				"dynamodb:UpdateTimeToLive"}, Resources: s.tenantTables()},
+			{Sid: "TenantTablesBackups", Actions: []string{"dynamodb:DescribeContinuousBackups", "dynamodb:UpdateContinuousBackups"},
+				Resources: s.tenantTables(), Reason: reasonBackups},
+			{Sid: "TenantTablesDrop", Actions: []string{"dynamodb:UpdateTable", "dynamodb:DeleteTable"},
+				Resources: s.tenantTables(), Reason: reasonDrop},
 			{Sid: "Secrets", Actions: []string{"kms:GenerateDataKey", "kms:Decrypt"}, Resources: []*string{secretsKey}},
 			writeKey,
 			{Sid: "TableKeyGrant", Actions: []string{"kms:CreateGrant"}, Resources: []*string{key},
@@ -109,8 +122,8 @@ func (s *Stage) policies() {
 			secretKey,
 			{Sid: "Mappings", Actions: []string{"lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"},
 				Resources:  []*string{jsii.String("*")},
-				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}},
-			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}},
+				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}, Reason: reasonMappings},
+			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}, Reason: reasonMappings},
 			logs(CommandAPI),
 		},
 		QueryAPI: {
@@ -122,13 +135,15 @@ func (s *Stage) policies() {
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
+			tenantList,
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
 			writeKey, failures, logs(Projector),
 		},
 		KeycloakSync: {
-			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-				"dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+				"dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
+			tenantList,
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
 			{Sid: "Secrets", Actions: []string{"kms:Decrypt"}, Resources: []*string{secretsKey}},

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/test/apitest"
 )
@@ -86,7 +87,24 @@ func newEnv(t *testing.T) *env {
 	for i := range key {
 		key[i] = byte(i*7 + 3)
 	}
-	return &env{t: t, prefix: dynamotest.UniqueName("e2e"), key: base64.StdEncoding.EncodeToString(key), db: local.DynamoDB()}
+	e := &env{t: t, prefix: dynamotest.UniqueName("e2e"), key: base64.StdEncoding.EncodeToString(key), db: local.DynamoDB()}
+	e.systemTables()
+	return e
+}
+
+// systemTables makes the tables every tenant shares before any service starts, as a
+// stage's stack does (deploy/): the services run with SSO_SYSTEM_TABLES=existing, so the
+// calls they make, which deploy/'s least-privilege test holds the stack's policies to,
+// are those of a stage.
+func (e *env) systemTables() {
+	e.t.Helper()
+	names := dynamo.Names{Prefix: e.prefix}
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(names.Config()), dynamo.IdempotencyTable(names.Idempotency()),
+		dynamo.KeycloakSyncStatusTable(names.KeycloakSyncStatus())}, dynamo.StreamTables(names.StreamLeases(), names.DeadLetters())...)
+	set := dynamo.TableSettings{Stage: "e2e", DeletionProtection: true}
+	if err := dynamo.EnsureSystemTables(context.Background(), e.db, set, specs...); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // cursorKey is the query API's SSO_CURSOR_KEY (its own key, not SSO_SECRET_KEY).
@@ -101,7 +119,7 @@ func (e *env) vars(extra ...string) []string {
 		extra = append([]string{"SSO_AWS_CALL_LOG=" + callLog}, extra...)
 	}
 	vars := append(local.Env(),
-		"SSO_TABLE_PREFIX="+e.prefix, "SSO_BOOTSTRAP_TOKEN="+token,
+		"SSO_TABLE_PREFIX="+e.prefix, "SSO_BOOTSTRAP_TOKEN="+token, "SSO_SYSTEM_TABLES=existing",
 		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
 	if !e.stageKeys {
 		vars = append(vars, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey)
