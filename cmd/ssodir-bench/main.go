@@ -46,6 +46,7 @@ var scenarios = []scenario{
 	{"keycloak", benchKeycloak},
 	{"import", benchImport},
 	{"tenants", benchTenants},
+	{"capacity", benchCapacity},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
