@@ -272,7 +272,7 @@ func rawCapacity(ctx context.Context, e *env, n int) (map[string]float64, error)
 		}
 		get += aws.ToFloat64(out.ConsumedCapacity.CapacityUnits)
 		q, err := e.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(users), IndexName: aws.String(dynamo.IndexUserLastName), Limit: aws.Int32(50),
-			KeyConditionExpression: aws.String("kind = :k AND begins_with(last_name_sort, :p)"),
+			KeyConditionExpression:    aws.String("kind = :k AND begins_with(last_name_sort, :p)"),
 			ExpressionAttributeValues: item{":k": s("user"), ":p": s("smith")}, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		if err != nil {
 			return nil, err
