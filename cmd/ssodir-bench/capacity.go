@@ -173,6 +173,17 @@ func benchCapacity(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		return nil, err
 	}
 
+	// A full reconcile of the tenant (n users in one group), which keycloak-sync runs on a
+	// schedule: units per user of the tenant.
+	before := meters["keycloak-sync"].counted()
+	cmd := e.command("keycloak-sync", []string{"reconcile", "--system", benchSystem, "--tenant", benchTenant}, via("keycloak-sync"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("reconcile: %w\n%s", err, out)
+	}
+	d := meters["keycloak-sync"].counted().minus(before)
+	figures["reconcile_per_user.keycloak-sync.rcu"] = d.read / float64(n)
+	figures["reconcile_per_user.keycloak-sync.wcu"] = d.write / float64(n)
+
 	// Reads.
 	reads := map[string]func(i int) error{
 		"get": func(i int) error {
