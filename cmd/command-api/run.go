@@ -42,6 +42,10 @@ Environment:
                             202 provisioning (default 5s)
   SSO_PROVISION_RESUME      how often tenants left provisioning are finished (default 30s)
   SSO_CORS_ORIGINS          browser origins allowed to call the API
+  SSO_STAGE, SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY
+                            settings of the tenants' tables (docs/aws.md)
+  SSO_SYSTEM_TABLES         create (default) or existing (a stage's stack made them)
+  <VARIABLE>_SECRET_ARN     read SSO_IDEMPOTENCY_KEY (or another key) from Secrets Manager
   SSO_LOG_LEVEL             debug|info|warn|error (default info)
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
 `

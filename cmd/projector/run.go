@@ -35,6 +35,10 @@ the pause after an empty stream page), SSO_STREAM_IDLE_POLL_MAX (default 1s: the
 longest pause on an idle stream), SSO_STREAM_LEASE_SCAN (default 30s), SSO_STREAM_CONSUMERS
 (default 2: consumers sharing the Streams budgets), SSO_LOG_LEVEL, SSO_CORS_ORIGINS (browser
 origins, e.g. the web console's, that may read /metrics, /healthz, /readyz),
+SSO_PROJECTOR_WRITES (puts: a conditional PutItem per view item, the default on AWS;
+transactions: 25 at a time, the default against a local endpoint), SSO_STAGE,
+SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY (a replay's new tables),
+SSO_SYSTEM_TABLES (create or existing),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 

@@ -159,6 +159,42 @@ func TestCPUProfileIsReadFromTheEnvironment(t *testing.T) {
 	}
 }
 
+func TestProjectorWrites(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want bool
+	}{
+		{"on AWS, a conditional PutItem per view item", map[string]string{}, true},
+		{"against DynamoDB Local, transactions of 25", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "http://localhost:8000"}, false},
+		{"set: puts", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:8000", "SSO_PROJECTOR_WRITES": "puts"}, true},
+		{"set: transactions", map[string]string{"SSO_PROJECTOR_WRITES": "transactions"}, false},
+	} {
+		cfg, err := LoadProjector(Map(c.env))
+		if err != nil || cfg.SinglePuts != c.want {
+			t.Errorf("%s: single puts %v (%v), want %v", c.name, cfg.SinglePuts, err, c.want)
+		}
+	}
+	if _, err := LoadProjector(Map(map[string]string{"SSO_PROJECTOR_WRITES": "batches"})); err == nil || !strings.Contains(err.Error(), "SSO_PROJECTOR_WRITES") {
+		t.Errorf("an unknown way of writing: %v", err)
+	}
+}
+
+func TestSecretReferences(t *testing.T) {
+	refs, err := LoadSecretRefs(Map(map[string]string{"SSO_CURSOR_KEY_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:c-AbCdEf"}))
+	if err != nil || refs.Refs["SSO_CURSOR_KEY"] != "arn:aws:secretsmanager:eu-west-1:123456789012:secret:c-AbCdEf" || len(refs.Refs) != 1 {
+		t.Errorf("refs %v, %v", refs.Refs, err)
+	}
+	_, err = LoadSecretRefs(Map(map[string]string{"SSO_CURSOR_KEY": key32, "SSO_CURSOR_KEY_SECRET_ARN": "arn:aws:secretsmanager:x", "SSO_IDEMPOTENCY_KEY_SECRET_ARN": "idem"}))
+	if err == nil || !strings.Contains(err.Error(), "both set") || !strings.Contains(err.Error(), "SSO_IDEMPOTENCY_KEY_SECRET_ARN") {
+		t.Errorf("a key given both ways and a reference that is no ARN: %v", err)
+	}
+	env := Map(map[string]string{"SSO_BOOTSTRAP_TOKEN": "t"}).WithValues(map[string]string{"SSO_CURSOR_KEY": key32})
+	if _, err := LoadQueryAPI(env); err != nil {
+		t.Errorf("the values read are the configuration's: %v", err)
+	}
+}
+
 func TestTableSettings(t *testing.T) {
 	cases := []struct {
 		name    string
