@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/ssodir/ssodir/deploy/iampolicy"
 	"github.com/ssodir/ssodir/internal/awscalls"
 )
