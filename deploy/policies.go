@@ -127,7 +127,7 @@ func (s *Stage) policies() {
 			logs(CommandAPI),
 		},
 		QueryAPI: {
-			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
 			{Sid: "CursorKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.CursorKey.SecretArn()}},
 			readKey, secretKey, logs(QueryAPI),
 		},

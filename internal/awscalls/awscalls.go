@@ -71,9 +71,12 @@ type Recorder struct {
 	file *os.File
 	seen map[string]bool
 	// streams maps a shard iterator to the stream it reads: GetRecords names only the
-	// iterator, IAM authorises it on the stream.
+	// iterator, IAM authorises it on the stream. Iterators stay (a consumer may read one
+	// again after a failed read) until maxIterators, when the map starts afresh.
 	streams map[string]string
 }
+
+const maxIterators = 200_000
 
 // New is a recorder for a process of service whose tables start with prefix, writing into
 // dir (created if missing).
@@ -168,6 +171,9 @@ func (r *Recorder) calls(service, op string, in, out any) []Call {
 		stream := aws.ToString(p.StreamArn)
 		if o, ok := out.(*dynamodbstreams.GetShardIteratorOutput); ok && o.ShardIterator != nil {
 			r.mu.Lock()
+			if len(r.streams) >= maxIterators {
+				r.streams = map[string]string{}
+			}
 			r.streams[*o.ShardIterator] = stream
 			r.mu.Unlock()
 		}
@@ -175,8 +181,10 @@ func (r *Recorder) calls(service, op string, in, out any) []Call {
 	case *dynamodbstreams.GetRecordsInput:
 		r.mu.Lock()
 		stream, ok := r.streams[aws.ToString(p.ShardIterator)]
-		delete(r.streams, aws.ToString(p.ShardIterator))
 		if o, okOut := out.(*dynamodbstreams.GetRecordsOutput); okOut && ok && o.NextShardIterator != nil {
+			if len(r.streams) >= maxIterators {
+				r.streams = map[string]string{}
+			}
 			r.streams[*o.NextShardIterator] = stream
 		}
 		r.mu.Unlock()

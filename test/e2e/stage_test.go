@@ -48,7 +48,8 @@ func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
 
 	common := []string{"SSO_STAGE=prod", "SSO_SYSTEM_TABLES=existing", "SSO_TABLE_PITR=false", "SSO_TABLE_DELETION_PROTECTION=true",
 		"SSO_TABLE_KMS_KEY=" + stageDataKey, "AWS_ENDPOINT_URL_KMS=" + fake.srv.URL, "AWS_ENDPOINT_URL_SECRETS_MANAGER=" + fake.srv.URL}
-	api := e.start("command-api", append(common, "SSO_KMS_KEY_ID="+stageSecretsKey, "SSO_IDEMPOTENCY_KEY_SECRET_ARN="+stageIdempotencyKey)...)
+	commandVars := append(common, "SSO_KMS_KEY_ID="+stageSecretsKey, "SSO_IDEMPOTENCY_KEY_SECRET_ARN="+stageIdempotencyKey)
+	api := e.start("command-api", commandVars...)
 	query := e.start("query-api", append(common, "SSO_CURSOR_KEY_SECRET_ARN="+stageCursorKey)...)
 	e.start("projector", common...)
 	e.start("keycloak-sync", append(common, "SSO_KMS_KEY_ID="+stageSecretsKey, "SSO_RECONCILE_INTERVAL=1h")...)
@@ -56,7 +57,10 @@ func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
 	r := call(t, "POST", "http://"+api.addr+"/v1/systems/kc/tenants", map[string]any{"tenant_id": "t1",
 		"keycloak": map[string]any{"url": kc.URL(), "realm": realm, "client_id": "ssodir-sync", "client_secret": "sync-secret"}})
 	mustStatus(t, r, 201)
-	// The same settings again: the stored client secret is opened to compare.
+	// The same settings again, to a new instance (a cold start): the stored client secret
+	// is opened with KMS to compare.
+	api.stop(t)
+	api = e.start("command-api", commandVars...)
 	r = call(t, "POST", "http://"+api.addr+"/v1/systems/kc/tenants", map[string]any{"tenant_id": "t1",
 		"keycloak": map[string]any{"url": kc.URL(), "realm": realm, "client_id": "ssodir-sync", "client_secret": "sync-secret"}})
 	mustStatus(t, r, 200)
