@@ -23,7 +23,7 @@ CDK := $(CDK_DIR)/node_modules/.bin/cdk
 # Where the services record their AWS calls during `unit`, for deploy/'s least-privilege
 # test (fresh on every run).
 AWS_CALL_LOG := $(CURDIR)/.data/aws-calls
-# A stage for `make synth` / `make deploy-stage`.
+# The stage `make synth` synthesizes.
 STAGE ?= dev
 # What the CDK command line needs to run offline and quietly.
 CDK_ENV := CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
