@@ -25,6 +25,7 @@ var synthesis struct {
 	stage    *Stage
 	template assertions.Template
 	json     map[string]any
+	dir      string
 	err      error
 }
 
@@ -35,6 +36,9 @@ func TestMain(m *testing.M) {
 	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 	code := m.Run()
 	jsii.Close()
+	if synthesis.dir != "" {
+		_ = os.RemoveAll(synthesis.dir)
+	}
 	os.Exit(code)
 }
 
@@ -48,6 +52,7 @@ func synth(t *testing.T) (*Stage, assertions.Template, map[string]any) {
 			synthesis.err = err
 			return
 		}
+		synthesis.dir = dir
 		for _, service := range Services {
 			if err := placeholderZip(filepath.Join(dir, service+"-arm64.zip")); err != nil {
 				synthesis.err = err
