@@ -109,8 +109,8 @@ func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
 		t.Errorf("KMS calls: %d GenerateDataKey, %d Decrypt; want the secrets sealed and opened with the stage's key",
 			fake.count("TrentService.GenerateDataKey"), fake.count("TrentService.Decrypt"))
 	}
-	if n := fake.count("secretsmanager.GetSecretValue"); n != 2 {
-		t.Errorf("%d secrets read, want 2 (the command API's and the query API's key, once each)", n)
+	if n := fake.count("secretsmanager.GetSecretValue"); n != 3 {
+		t.Errorf("%d secrets read, want 3 (the command API's key at each of its two starts, the query API's once)", n)
 	}
 	for _, table := range []string{names.Commands("kc", "t1"), names.Users("kc", "t1", 0), names.Activities("kc", "t1", 0)} {
 		d, err := e.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
