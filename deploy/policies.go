@@ -102,8 +102,8 @@ func (s *Stage) policies() {
 
 	s.Grants = map[string][]Grant{
 		CommandAPI: {
-			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:DescribeTable"},
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+				"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
 			{Sid: "Cleanup", Actions: []string{"dynamodb:BatchWriteItem"}, Resources: s.tables(), Reason: reasonCleanup},
