@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // maxAttempts bounds how often a tenant row update is tried again after losing a race.
@@ -176,4 +177,44 @@ func equalAttrs(a, b map[string][]string) bool {
 
 func passwordAAD(t Tenant, username string) string {
 	return "password:" + t.System + "/" + t.ID + "/" + username
+}
+
+// userLookups are the pointers of a user's state: none for a deleted or absent user.
+func userLookups(u events.User) []Lookup {
+	if u.Deleted || u.ID == "" {
+		return nil
+	}
+	return aggregateLookups(events.KindUser, u.ID, u.Username, u.Attributes)
+}
+
+// groupLookups are the pointers of a group's state: none for a deleted or absent group.
+func groupLookups(g events.Group) []Lookup {
+	if g.Deleted || g.ID == "" {
+		return nil
+	}
+	return aggregateLookups(events.KindGroup, g.ID, g.Key, g.Attributes)
+}
+
+func aggregateLookups(kind events.AggregateKind, id, key string, attrs map[string][]string) []Lookup {
+	out := []Lookup{{Kind: kind, By: LookupByID, Value: id, ID: id, Key: key}}
+	if ext := identity.ExternalID(attrs); ext != "" {
+		out = append(out, Lookup{Kind: kind, By: LookupByExternalID, Value: ext, ID: id, Key: key})
+	}
+	return out
+}
+
+// lookupChanges are the pointers to write and to remove when an aggregate's state goes
+// from one with the pointers old to one with the pointers new.
+func lookupChanges(old, new []Lookup) (put, del []Lookup) {
+	for _, n := range new {
+		if !slices.Contains(old, n) {
+			put = append(put, n)
+		}
+	}
+	for _, o := range old {
+		if !slices.Contains(new, o) {
+			del = append(del, o)
+		}
+	}
+	return put, del
 }

@@ -61,7 +61,9 @@ func (h CreateGroupHandler) Handle(ctx context.Context, t Tenant, cmd CreateGrou
 			Attributes: cloneAttrs(cmd.Attributes), Version: agg.State.Version + 1,
 			CreatedAt: now, UpdatedAt: now, LastDeletedVersion: agg.State.LastDeletedVersion,
 		}
+		put, del := lookupChanges(groupLookups(agg.State), groupLookups(created))
 		c := Change{
+			PutLookups: put, DeleteLookups: del,
 			Event: h.deps.envelope(m, events.KindGroup, key, created.Version, now,
 				groupChanges(events.Group{}, created), &events.GroupCreated{Group: created}),
 			ExpectedVersion: agg.State.Version,

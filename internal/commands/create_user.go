@@ -85,7 +85,9 @@ func (h CreateUserHandler) Handle(ctx context.Context, t Tenant, cmd CreateUser,
 			CreatedAt: now, UpdatedAt: now, DeletedMembershipRev: agg.State.DeletedMembershipRev,
 		}
 		payload := &events.UserCreated{User: created, PasswordCiphertext: ciphertext}
+		put, del := lookupChanges(userLookups(agg.State), userLookups(created))
 		c := Change{
+			PutLookups: put, DeleteLookups: del,
 			Event:           h.deps.envelope(m, events.KindUser, cmd.Username, created.Version, now, userChanges(events.User{}, created), payload),
 			ExpectedVersion: agg.State.Version,
 			User:            &UserAggregate{Exists: true, State: created, PasswordCiphertext: ciphertext},

@@ -113,9 +113,33 @@ type Change struct {
 	RequireMembers bool
 	// ExpectedMembershipRev guards AddMember and user deletes against concurrent joins.
 	ExpectedMembershipRev *int64
+	// PutLookups and DeleteLookups write and remove the pointers that find the aggregate
+	// by its immutable id and by its external id, with the state they point to.
+	PutLookups, DeleteLookups []Lookup
 	// Idempotency is recorded with the change, so a retried request finds it.
 	Idempotency *Idempotency
 	Actor       string
+}
+
+// LookupBy is what a lookup pointer finds an aggregate by.
+type LookupBy string
+
+const (
+	// LookupByID finds a user or group by its immutable id (events.User.ID, events.Group.ID).
+	LookupByID LookupBy = "id"
+	// LookupByExternalID finds the users or groups a provisioning client gave an external
+	// id (identity.ExternalIDAttribute); several may share one.
+	LookupByExternalID LookupBy = "external_id"
+)
+
+// Lookup is a pointer from an id or external id to the aggregate of one incarnation.
+type Lookup struct {
+	Kind events.AggregateKind
+	By   LookupBy
+	// Value is the id or the external id.
+	Value string
+	// ID is the aggregate's immutable id; Key its username or group key.
+	ID, Key string
 }
 
 // Store is the write model the handlers need.

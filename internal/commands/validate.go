@@ -92,6 +92,9 @@ func checkAttributes(p *problems, attrs map[string][]string) {
 			}
 		}
 	}
+	if vs, ok := attrs[identity.ExternalIDAttribute]; ok && (len(vs) != 1 || vs[0] == "" || len(vs[0]) > identity.MaxExternalID) {
+		p.Add("attributes."+identity.ExternalIDAttribute, "must hold one value of 1–1024 bytes")
+	}
 	if b, err := json.Marshal(attrs); err == nil && len(b) > maxAttrBytes {
 		p.Add("attributes", "must be at most 32 KiB encoded")
 	}

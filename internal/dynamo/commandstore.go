@@ -23,8 +23,10 @@ var _ commands.Store = (*CommandStore)(nil)
 const maxTransactItems = 100
 
 // fixedItems is the most items a change writes besides its membership removals: config,
-// history, email guard, membership revision check and idempotency record.
-const fixedItems = 5
+// history, email guard claimed and released, membership revision check, idempotency
+// record, and two lookup pointers (an update replaces the external id's: one written, one
+// removed; a delete removes the id's and the external id's).
+const fixedItems = 8
 
 // idempotencyWindow is how long an Idempotency-Key is remembered (API.md: 24 h).
 const idempotencyWindow = 24 * time.Hour
@@ -100,9 +102,13 @@ func (s *CommandStore) LoadGroup(ctx context.Context, t commands.Tenant, key str
 	if err != nil || item == nil {
 		return commands.GroupAggregate{}, err
 	}
+	return decodeGroup(item)
+}
+
+func decodeGroup(item map[string]types.AttributeValue) (commands.GroupAggregate, error) {
 	var it groupItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return commands.GroupAggregate{}, fmt.Errorf("decode group %s: %w", key, err)
+		return commands.GroupAggregate{}, fmt.Errorf("decode group %s: %w", getS(item, "id"), err)
 	}
 	return groupAggregate(it), nil
 }
@@ -125,14 +131,20 @@ func groupAggregate(it groupItem) commands.GroupAggregate {
 	return agg
 }
 
-// queryKeys pages through a partition's sort keys that begin with prefix (consistently).
+// queryKeys pages through a partition's sort keys that begin with prefix ("": all of
+// them), consistently.
 func (s *CommandStore) queryKeys(ctx context.Context, table, id, prefix string, fn func(map[string]types.AttributeValue)) error {
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(table),
 		KeyConditionExpression:    aws.String("id = :id AND begins_with(sk, :p)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(id), ":p": str(prefix)},
 		ConsistentRead:            aws.Bool(true),
-	})
+	}
+	if prefix == "" {
+		in.KeyConditionExpression = aws.String("id = :id")
+		delete(in.ExpressionAttributeValues, ":p")
+	}
+	p := dynamodb.NewQueryPaginator(s.db, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -283,6 +295,12 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		add(roleVersion, types.TransactWriteItem{Delete: del})
 		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
 			Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}})
+	}
+	for _, l := range c.PutLookups {
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
+	}
+	for _, l := range c.DeleteLookups {
+		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: lookupKey(l.Kind, l.By, l.Value, l.ID)}})
 	}
 	if c.Idempotency != nil {
 		rec := commands.IdempotencyRecord{

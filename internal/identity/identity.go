@@ -86,3 +86,20 @@ func EmailProblem(e string) string {
 	}
 	return ""
 }
+
+// ExternalIDAttribute is the attribute that holds the id a provisioning client (a SCIM
+// identity provider) knows a user or group by: its externalId. The write model keeps a
+// lookup of it, so it holds at most one value of 1–MaxExternalID bytes.
+const ExternalIDAttribute = "scim.externalId"
+
+// MaxExternalID bounds an external id in bytes: it is part of a DynamoDB key (at most
+// 2048 bytes with its prefix).
+const MaxExternalID = 1024
+
+// ExternalID is the external id in attrs, "" when there is none.
+func ExternalID(attrs map[string][]string) string {
+	if vs := attrs[ExternalIDAttribute]; len(vs) == 1 {
+		return vs[0]
+	}
+	return ""
+}

@@ -1,0 +1,176 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
+)
+
+// The lookup pointers of the command table (docs/storage.md), written and removed in the
+// transaction of the command that changes what they point to, so that they are as
+// consistent as the state itself:
+//
+//   - `ids#<kind>` / `<id>`: every live user (or group) by its immutable id, in one
+//     partition, so that one Query lists them all in a stable order;
+//   - `externalid#<kind>#<external id>` / `<id>`: the users (or groups) a provisioning
+//     client gave that external id.
+//
+// Both carry `key`: the username or group key of the aggregate they point to.
+const (
+	idsPrefix        = "ids#"
+	externalIDPrefix = "externalid#"
+)
+
+func lookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string) map[string]types.AttributeValue {
+	pk := idsPrefix + string(kind)
+	if by == commands.LookupByExternalID {
+		pk = externalIDPrefix + string(kind) + "#" + value
+	}
+	return map[string]types.AttributeValue{"id": str(pk), "sk": str(id)}
+}
+
+func lookupItem(l commands.Lookup) map[string]types.AttributeValue {
+	it := lookupKey(l.Kind, l.By, l.Value, l.ID)
+	it["key"] = str(l.Key)
+	return it
+}
+
+// Pointer is an aggregate found through a lookup: its immutable id and its key (username
+// or group key).
+type Pointer struct{ ID, Key string }
+
+// FindByID is the key of the live user or group with immutable id id; ok is false when
+// there is none.
+func (s *CommandStore) FindByID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, id string) (key string, ok bool, err error) {
+	item, err := s.get(ctx, s.table(t), idsPrefix+string(kind), id)
+	if err != nil || item == nil {
+		return "", false, err
+	}
+	return getS(item, "key"), true, nil
+}
+
+// FindByExternalID are the live users or groups with external id ext, by id.
+func (s *CommandStore) FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]Pointer, error) {
+	if ext == "" || len(ext) > identity.MaxExternalID {
+		return nil, nil
+	}
+	var out []Pointer
+	err := s.queryKeys(ctx, s.table(t), externalIDPrefix+string(kind)+"#"+ext, "", func(it map[string]types.AttributeValue) {
+		out = append(out, Pointer{ID: getS(it, "sk"), Key: getS(it, "key")})
+	})
+	return out, err
+}
+
+// ListIDs calls fn with the live users (or groups) in the order of their ids, from the
+// first id after `after` ("" for the start), until fn returns false. The pointers are read
+// strongly consistently, a page of up to 1 MB at a time.
+func (s *CommandStore) ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(Pointer) bool) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table(t)),
+		KeyConditionExpression:    aws.String("id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(idsPrefix + string(kind))},
+		ExpressionAttributeNames:  map[string]string{"#k": "key"},
+		ProjectionExpression:      aws.String("sk, #k"),
+		ConsistentRead:            aws.Bool(true),
+	}
+	if after != "" {
+		in.KeyConditionExpression = aws.String("id = :id AND sk > :after")
+		in.ExpressionAttributeValues[":after"] = str(after)
+	}
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list %s ids: %w", kind, notFoundTenant(err))
+		}
+		for _, it := range page.Items {
+			if !fn(Pointer{ID: getS(it, "sk"), Key: getS(it, "key")}) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// UserByEmail is the username that holds email (lower-cased), read from the email's
+// uniqueness guard; ok is false when no user does.
+func (s *CommandStore) UserByEmail(ctx context.Context, t commands.Tenant, email string) (username string, ok bool, err error) {
+	item, err := s.get(ctx, s.table(t), "email#"+email, "guard")
+	if err != nil || item == nil {
+		return "", false, err
+	}
+	return getS(item, "username"), true, nil
+}
+
+// LoadUsers reads the config items of users strongly consistently, in batches; users
+// without one are absent from the map.
+func (s *CommandStore) LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error) {
+	out := make(map[string]commands.UserAggregate, len(usernames))
+	err := s.batchGetConfigs(ctx, t, events.KindUser, usernames, func(it map[string]types.AttributeValue) error {
+		u, err := userAggregate(it)
+		if err == nil {
+			out[u.State.Username] = u
+		}
+		return err
+	})
+	return out, err
+}
+
+// LoadGroups reads the config items of groups strongly consistently, by key.
+func (s *CommandStore) LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error) {
+	out := make(map[string]commands.GroupAggregate, len(keys))
+	err := s.batchGetConfigs(ctx, t, events.KindGroup, keys, func(it map[string]types.AttributeValue) error {
+		g, err := decodeGroup(it)
+		if err == nil {
+			out[g.State.Key] = g
+		}
+		return err
+	})
+	return out, err
+}
+
+func (s *CommandStore) batchGetConfigs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, keys []string,
+	fn func(map[string]types.AttributeValue) error) error {
+	table := s.table(t)
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	for chunk := range slices.Chunk(keys, 100) {
+		req := make([]map[string]types.AttributeValue, 0, len(chunk))
+		for _, k := range chunk {
+			req = append(req, map[string]types.AttributeValue{"id": str(AggregateID(kind, k)), "sk": str(SKConfig)})
+		}
+		pending := map[string]types.KeysAndAttributes{table: {Keys: req, ConsistentRead: aws.Bool(true)}}
+		for attempt := 0; len(pending) > 0; attempt++ {
+			if attempt > 10 {
+				return apperr.Unavailable(fmt.Errorf("read %s configs: keys left unprocessed", kind), retryAfter)
+			}
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+				}
+			}
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+			if err != nil {
+				return fmt.Errorf("read %s configs: %w", kind, notFoundTenant(err))
+			}
+			for _, it := range res.Responses[table] {
+				if err := fn(it); err != nil {
+					return err
+				}
+			}
+			pending = res.UnprocessedKeys
+		}
+	}
+	return nil
+}
