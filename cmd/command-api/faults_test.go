@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 )
 
@@ -268,7 +269,8 @@ func TestDynamoDBFaults(t *testing.T) {
 
 	t.Run("a delete whose clean-up beyond one transaction is throttled is done, and a re-create finishes it", func(t *testing.T) {
 		a.do(t, "POST", base+"/users", map[string]any{"username": "many"}).want(t, http.StatusCreated)
-		for i := range 49 {
+		n := (*dynamo.CommandStore)(nil).MaxMembersPerChange() + 2 // two beyond one transaction
+		for i := range n {
 			g := fmt.Sprintf("m%02d", i)
 			a.do(t, "POST", base+"/groups", map[string]any{"name": g}).want(t, http.StatusCreated)
 			a.do(t, "PUT", base+"/groups/"+g+"/members/many", nil).want(t, http.StatusNoContent)
@@ -295,7 +297,7 @@ func TestDynamoDBFaults(t *testing.T) {
 			!strings.Contains(logs, `"aggregate":"user#many"`) || !strings.Contains(logs, "ThrottlingException") {
 			t.Errorf("the interrupted clean-up was not logged with its aggregate and error:\n%s", logs)
 		}
-		a.do(t, "DELETE", base+"/groups/m48/members/many", nil).wantProblem(t, http.StatusNotFound, "not_found")
+		a.do(t, "DELETE", base+fmt.Sprintf("/groups/m%02d/members/many", n-1), nil).wantProblem(t, http.StatusNotFound, "not_found")
 		wantWrite(t, a.do(t, "POST", base+"/users", map[string]any{"username": "many"}), http.StatusCreated, 3)
 		if n := memberships(); n != 0 {
 			t.Errorf("%d memberships of the deleted user are left after the re-create", n)

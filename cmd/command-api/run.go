@@ -35,6 +35,10 @@ Environment:
                             with HKDF; required with SSO_KMS_KEY_ID alone). It is never
                             stored, so a fingerprint kept in the database cannot be
                             brute-forced back to the password in a request body.
+  SSO_SCIM_TOKEN_KEY        base64 key of at least 32 bytes for the HMAC under which SCIM
+                            tokens are stored (default: derived from SSO_SECRET_KEY with
+                            HKDF; required with SSO_KMS_KEY_ID alone). Changing it revokes
+                            every SCIM token.
   SSO_BOOTSTRAP_TOKEN       development token with all scopes (off when unset)
   SSO_OIDC_ISSUER, SSO_OIDC_AUDIENCE   JWT validation
   SSO_HISTORY_RETENTION     TTL of config#<version> records (default 0: keep)
@@ -104,6 +108,16 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	if err != nil {
 		return nil, err
 	}
+	scimKey := cfg.ScimTokenKey
+	if scimKey == nil {
+		if scimKey, err = auth.DeriveScimTokenKey(cfg.SecretKey); err != nil {
+			return nil, err
+		}
+	}
+	scimHasher, err := auth.NewScimTokenHasher(scimKey)
+	if err != nil {
+		return nil, err
+	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names, process.TableSettings(cfg.Common))
@@ -126,6 +140,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		Secrets:      box,
 		Clock:        time.Now,
 		Fingerprints: fingerprints,
+		ScimTokens:   dynamo.NewScimTokenStore(clients.DB, names), ScimTokenHasher: scimHasher,
 		Log:          log.Named("commands"),
 		Context:      ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
 	})

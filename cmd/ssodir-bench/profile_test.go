@@ -93,8 +93,13 @@ func registerCommandAPI(tb testing.TB, e *echo.Echo, env *env, authn *auth.Authe
 	if err != nil {
 		tb.Fatal(err)
 	}
+	hasher, err := auth.NewScimTokenHasher(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	commandapi.Register(e, commandapi.Deps{Auth: authn, Store: dynamo.NewCommandStore(env.db, env.names, events.NewRegistry(), 0),
-		Tenants: dynamo.NewTenantStore(env.db, env.names), Secrets: box, Clock: time.Now, Fingerprints: fingerprints})
+		Tenants: dynamo.NewTenantStore(env.db, env.names), Secrets: box, Clock: time.Now, Fingerprints: fingerprints,
+		ScimTokens: dynamo.NewScimTokenStore(env.db, env.names), ScimTokenHasher: hasher})
 }
 
 // BenchmarkCommandAPICreate is POST /users at concurrency 8 (the bench's c=8).

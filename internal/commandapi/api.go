@@ -45,6 +45,9 @@ type Deps struct {
 	Clock   commands.Clock
 	// Fingerprints keys the fingerprints of Idempotency-Key requests.
 	Fingerprints *commands.Fingerprinter
+	// ScimTokens keeps the tenants' SCIM tokens; ScimTokenHasher mints them.
+	ScimTokens      commands.ScimTokenStore
+	ScimTokenHasher *auth.ScimTokenHasher
 	// Log receives what a command handler cannot return (nil: nothing).
 	Log *zap.Logger
 	// Context bounds the provisionings that go on in the background, and the resumption
@@ -73,6 +76,7 @@ type api struct {
 	changeMembers  commands.ChangeMembersHandler
 	provision      *provisioner
 	updateKeycloak commands.UpdateKeycloakHandler
+	scimTokens     commands.ScimTokenHandlers
 }
 
 // Register adds the command API's routes to e. Every dependency is required.
@@ -80,6 +84,9 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Fingerprints == nil {
 		// Without a key, fingerprints of password-bearing bodies could be brute-forced.
 		panic("commandapi: Deps.Fingerprints is required")
+	}
+	if d.ScimTokens == nil || d.ScimTokenHasher == nil {
+		panic("commandapi: Deps.ScimTokens and Deps.ScimTokenHasher are required")
 	}
 	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
 	a := &api{
@@ -97,10 +104,14 @@ func Register(e *echo.Echo, d Deps) {
 		changeMembers:  commands.NewChangeMembersHandler(cd),
 		provision:      newProvisioner(d),
 		updateKeycloak: commands.NewUpdateKeycloakHandler(d.Tenants, d.Secrets, d.Clock),
+		scimTokens:     commands.NewScimTokenHandlers(d.ScimTokens, d.Tenants, d.ScimTokenHasher, d.Clock, uuid.NewString),
 	}
 	admin := httpapi.RequireScope(d.Auth, auth.ScopeTenantsAdmin)
 	e.POST("/v1/systems/:system/tenants", a.postTenant, admin)
 	e.PUT("/v1/systems/:system/tenants/:tenant/keycloak", a.putKeycloak, admin)
+	e.POST("/v1/systems/:system/tenants/:tenant/scim-tokens", a.postScimToken, admin)
+	e.GET("/v1/systems/:system/tenants/:tenant/scim-tokens", a.listScimTokens, admin)
+	e.DELETE("/v1/systems/:system/tenants/:tenant/scim-tokens/:id", a.deleteScimToken, admin)
 
 	// The scope check is route middleware, not group middleware: echo serves a group's
 	// middleware through catch-all routes, which would answer a wrong method with 404

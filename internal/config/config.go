@@ -310,6 +310,11 @@ type CommandAPI struct {
 	// bodies may hold passwords) cannot be brute-forced offline. Every instance must share
 	// it, so with only a KMS key configured it is required.
 	IdempotencyKey []byte
+	// ScimTokenKey keys the HMAC under which SCIM tokens are stored (SSO_SCIM_TOKEN_KEY,
+	// base64, at least 32 bytes); nil means "derive it from SecretKey". Every instance must
+	// share it, so with only a KMS key configured it is required; changing it revokes every
+	// SCIM token.
+	ScimTokenKey []byte
 	// ProvisionWait is how long POST /tenants waits for a new tenant's tables before it
 	// answers 202 and lets the provisioning finish in the background (SSO_PROVISION_WAIT,
 	// default 5s, at most 1m).
@@ -328,6 +333,10 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 	c.IdempotencyKey = r.key("SSO_IDEMPOTENCY_KEY")
 	if c.IdempotencyKey == nil && c.SecretKey == nil && c.KMSKeyID != "" {
 		r.fail("SSO_IDEMPOTENCY_KEY is required when only SSO_KMS_KEY_ID is set (request fingerprints must match on every instance)")
+	}
+	c.ScimTokenKey = r.key("SSO_SCIM_TOKEN_KEY")
+	if c.ScimTokenKey == nil && c.SecretKey == nil && c.KMSKeyID != "" {
+		r.fail("SSO_SCIM_TOKEN_KEY is required when only SSO_KMS_KEY_ID is set (SCIM tokens must verify on every instance)")
 	}
 	c.ProvisionWait = r.duration("SSO_PROVISION_WAIT", 5*time.Second)
 	if c.ProvisionWait < time.Millisecond || c.ProvisionWait > time.Minute {

@@ -33,6 +33,9 @@ type Names struct{ Prefix string }
 func (n Names) Config() string      { return n.Prefix + "_Config" }
 func (n Names) Idempotency() string { return n.Prefix + "_idempotency" }
 
+// ScimTokens is the table of the tenants' SCIM tokens (their HMACs).
+func (n Names) ScimTokens() string { return n.Prefix + "_scim_tokens" }
+
 // StreamLeases is the table of shard leases and checkpoints, shared by every stream consumer.
 func (n Names) StreamLeases() string { return n.Prefix + "_stream_leases" }
 
@@ -159,6 +162,11 @@ func ConfigTable(name string) TableSpec {
 // IdempotencyTable is `{p}_idempotency`.
 func IdempotencyTable(name string) TableSpec {
 	return TableSpec{Input: table(name, []string{"key"}, "key", ""), TTLAttr: "expires_at"}
+}
+
+// ScimTokensTable is `{p}_scim_tokens`.
+func ScimTokensTable(name string) TableSpec {
+	return TableSpec{Input: table(name, []string{"tenant", "token_id"}, "tenant", "token_id"), TTLAttr: "purge_at"}
 }
 
 // CommandsTable is a tenant's write table, with its stream.

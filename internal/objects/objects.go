@@ -86,3 +86,19 @@ func FromGroup(g events.Group) Group {
 		CreatedAt: Timestamp(g.CreatedAt), UpdatedAt: Timestamp(g.UpdatedAt),
 	}
 }
+
+// ScimToken is a tenant's SCIM token without its secret; Token is set only in the answer
+// to the request that made it, the one time it is shown.
+type ScimToken struct {
+	ID        string  `json:"id"`
+	Name      string  `json:"name"`
+	Token     string  `json:"token,omitempty"`
+	CreatedAt string  `json:"created_at"`
+	ExpiresAt *string `json:"expires_at"`
+	CreatedBy string  `json:"created_by"`
+}
+
+// ScimTokenList is the answer to GET …/scim-tokens.
+type ScimTokenList struct {
+	Items []ScimToken `json:"items"`
+}
