@@ -19,6 +19,7 @@ import (
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/process"
+	"github.com/ssodir/ssodir/internal/scim"
 )
 
 const usage = `usage: command-api [--help]
@@ -133,16 +134,30 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 
 	reg := process.NewRegistry()
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
+	store := dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention)
+	tenants := dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common))
+	gate := commands.NewTenantGate(tenants)
+	scimTokens := dynamo.NewScimTokenStore(clients.DB, names)
 	commandapi.Register(e, commandapi.Deps{
 		Auth:         authn,
-		Store:        dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention),
-		Tenants:      dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common)),
+		Store:        store,
+		Tenants:      tenants,
+		TenantGate:   gate,
 		Secrets:      box,
 		Clock:        time.Now,
 		Fingerprints: fingerprints,
-		ScimTokens:   dynamo.NewScimTokenStore(clients.DB, names), ScimTokenHasher: scimHasher,
+		ScimTokens:   scimTokens, ScimTokenHasher: scimHasher,
 		Log:          log.Named("commands"),
 		Context:      ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
+	})
+	scim.Register(e, scim.Deps{
+		Auth:       authn,
+		ScimTokens: auth.ScimTokens{Hasher: scimHasher, Store: scimTokens, Now: time.Now},
+		Store:      store,
+		Secrets:    box,
+		Gate:       gate,
+		Clock:      time.Now,
+		Log:        log.Named("scim"),
 	})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error { return dynamo.Ping(ctx, clients.DB, names.Config()) }, reg)
 	openapi.Register(e)

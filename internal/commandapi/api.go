@@ -45,6 +45,9 @@ type Deps struct {
 	Clock   commands.Clock
 	// Fingerprints keys the fingerprints of Idempotency-Key requests.
 	Fingerprints *commands.Fingerprinter
+	// TenantGate refuses commands on tenants still provisioning; nil makes one (the SCIM
+	// port shares it, so that a tenant this API provisioned is known active there too).
+	TenantGate *commands.TenantGate
 	// ScimTokens keeps the tenants' SCIM tokens; ScimTokenHasher mints them.
 	ScimTokens      commands.ScimTokenStore
 	ScimTokenHasher *auth.ScimTokenHasher

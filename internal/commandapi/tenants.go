@@ -85,8 +85,8 @@ type provisioner struct {
 	// running are the background provisionings, by tenant; each channel closes when its
 	// provisioning ends, after err is set.
 	running map[string]*finishing
-	// active are the tenants seen active (a tenant never goes back to provisioning).
-	active sync.Map
+	// gate remembers the tenants seen active.
+	gate *commands.TenantGate
 }
 
 type finishing struct {
@@ -106,7 +106,10 @@ const backgroundLimit = 10 * time.Minute
 func newProvisioner(d Deps) *provisioner {
 	p := &provisioner{
 		h: commands.NewProvisionTenantHandler(d.Tenants, d.Secrets, d.Clock), tenants: d.Tenants,
-		ctx: d.Context, wait: d.ProvisionWait, log: d.Log, running: map[string]*finishing{},
+		ctx: d.Context, wait: d.ProvisionWait, log: d.Log, running: map[string]*finishing{}, gate: d.TenantGate,
+	}
+	if p.gate == nil {
+		p.gate = commands.NewTenantGate(d.Tenants)
 	}
 	if p.log == nil {
 		p.log = zap.NewNop()
@@ -136,7 +139,7 @@ func (p *provisioner) provision(ctx context.Context, cmd commands.ProvisionTenan
 		return rec, 0, err
 	}
 	if rec.Status == commands.TenantActive {
-		p.active.Store(tenantKey(rec.System, rec.ID), struct{}{})
+		p.gate.MarkActive(commands.Tenant{System: rec.System, ID: rec.ID})
 		return rec, http.StatusOK, nil
 	}
 	f := p.finish(rec)
@@ -171,7 +174,7 @@ func (p *provisioner) finish(rec commands.TenantRecord) *finishing {
 		f.rec, f.err = p.h.Finish(ctx, rec)
 		switch {
 		case f.err == nil:
-			p.active.Store(key, struct{}{})
+			p.gate.MarkActive(commands.Tenant{System: rec.System, ID: rec.ID})
 			p.log.Info("tenant provisioned", zap.String("system", rec.System), zap.String("tenant", rec.ID))
 		case p.ctx.Err() == nil:
 			p.log.Warn("tenant provisioning did not finish; it is resumed later",
@@ -214,25 +217,8 @@ func (p *provisioner) resume() {
 	}
 }
 
-// ready answers a command on a tenant still provisioning with 409 tenant_not_ready. A
-// tenant without a row is left to the command (it answers 404 when there are no tables).
-func (p *provisioner) ready(ctx context.Context, t commands.Tenant) error {
-	key := tenantKey(t.System, t.ID)
-	if _, ok := p.active.Load(key); ok {
-		return nil
-	}
-	rec, err := p.tenants.GetTenant(ctx, t.System, t.ID)
-	switch {
-	case apperr.KindOf(err) == apperr.KindNotFound:
-		return nil
-	case err != nil:
-		return err
-	case rec.Status != commands.TenantActive:
-		return apperr.TenantNotReady()
-	}
-	p.active.Store(key, struct{}{})
-	return nil
-}
+// ready answers a command on a tenant still provisioning with 409 tenant_not_ready.
+func (p *provisioner) ready(ctx context.Context, t commands.Tenant) error { return p.gate.Ready(ctx, t) }
 
 func (a *api) putKeycloak(c echo.Context) error {
 	system, tenant := c.Param("system"), c.Param("tenant")

@@ -6,7 +6,6 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
-	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 )
@@ -32,7 +31,7 @@ func (w *world) lookups(kind events.AggregateKind, ext string, ids ...string) (b
 	for _, p := range ps {
 		byExt = append(byExt, p.Key)
 	}
-	err = w.real.ListIDs(w.t.Context(), w.tenant, kind, "", func(p dynamo.Pointer) bool { all = append(all, p.Key); return true })
+	err = w.real.ListIDs(w.t.Context(), w.tenant, kind, "", func(p commands.Lookup) bool { all = append(all, p.Key); return true })
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -45,10 +45,6 @@ func lookupItem(l commands.Lookup) map[string]types.AttributeValue {
 	return it
 }
 
-// Pointer is an aggregate found through a lookup: its immutable id and its key (username
-// or group key).
-type Pointer struct{ ID, Key string }
-
 // FindByID is the key of the live user or group with immutable id id; ok is false when
 // there is none.
 func (s *CommandStore) FindByID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, id string) (key string, ok bool, err error) {
@@ -60,13 +56,13 @@ func (s *CommandStore) FindByID(ctx context.Context, t commands.Tenant, kind eve
 }
 
 // FindByExternalID are the live users or groups with external id ext, by id.
-func (s *CommandStore) FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]Pointer, error) {
+func (s *CommandStore) FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]commands.Lookup, error) {
 	if ext == "" || len(ext) > identity.MaxExternalID {
 		return nil, nil
 	}
-	var out []Pointer
+	var out []commands.Lookup
 	err := s.queryKeys(ctx, s.table(t), externalIDPrefix+string(kind)+"#"+ext, "", func(it map[string]types.AttributeValue) {
-		out = append(out, Pointer{ID: getS(it, "sk"), Key: getS(it, "key")})
+		out = append(out, commands.Lookup{Kind: kind, By: commands.LookupByExternalID, Value: ext, ID: getS(it, "sk"), Key: getS(it, "key")})
 	})
 	return out, err
 }
@@ -74,7 +70,7 @@ func (s *CommandStore) FindByExternalID(ctx context.Context, t commands.Tenant, 
 // ListIDs calls fn with the live users (or groups) in the order of their ids, from the
 // first id after `after` ("" for the start), until fn returns false. The pointers are read
 // strongly consistently, a page of up to 1 MB at a time.
-func (s *CommandStore) ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(Pointer) bool) error {
+func (s *CommandStore) ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(commands.Lookup) bool) error {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table(t)),
 		KeyConditionExpression:    aws.String("id = :id"),
@@ -94,7 +90,8 @@ func (s *CommandStore) ListIDs(ctx context.Context, t commands.Tenant, kind even
 			return fmt.Errorf("list %s ids: %w", kind, notFoundTenant(err))
 		}
 		for _, it := range page.Items {
-			if !fn(Pointer{ID: getS(it, "sk"), Key: getS(it, "key")}) {
+			id := getS(it, "sk")
+			if !fn(commands.Lookup{Kind: kind, By: commands.LookupByID, Value: id, ID: id, Key: getS(it, "key")}) {
 				return nil
 			}
 		}

@@ -59,3 +59,9 @@ func PrincipalFrom(c echo.Context) auth.Principal {
 	p, _ := c.Get(principalKey).(auth.Principal)
 	return p
 }
+
+// BearerToken is the token of a request's "Authorization: Bearer <token>" header, for
+// ports that authenticate in their own way (SCIM tokens); unauthenticated without one.
+func BearerToken(c echo.Context) (string, error) {
+	return bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
+}

@@ -95,6 +95,12 @@ func errorHandler(log *zap.Logger) echo.HTTPErrorHandler {
 			h.Set(echo.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds(e.RetryAfter)))
 		}
 
+		if w, ok := c.Get(problemWriterKey).(ProblemWriter); ok {
+			if err := w(c, status, e); err != nil {
+				log.Debug("write problem", zap.Error(err), zap.String("request_id", requestIDOf(c)))
+			}
+			return
+		}
 		title, ok := titles[e.Code]
 		if !ok {
 			title = http.StatusText(status)
@@ -111,6 +117,25 @@ func errorHandler(log *zap.Logger) echo.HTTPErrorHandler {
 		if err := c.Blob(status, MIMEProblemJSON, body); err != nil {
 			// The client went away; there is no one left to answer.
 			log.Debug("write problem", zap.Error(err), zap.String("request_id", requestIDOf(c)))
+		}
+	}
+}
+
+// ProblemWriter writes the body of an error response in a protocol's own shape (SCIM's
+// Error schema, say) instead of problem+json. The error handler still decides the status,
+// the headers (Retry-After, WWW-Authenticate) and what is logged; e is what a client may
+// see (an internal error's cause is already gone from it).
+type ProblemWriter func(c echo.Context, status int, e *apperr.Error) error
+
+const problemWriterKey = "ssodir.problemWriter"
+
+// UseProblemWriter makes the error handler answer the requests of the routes it guards
+// with w.
+func UseProblemWriter(w ProblemWriter) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set(problemWriterKey, w)
+			return next(c)
 		}
 	}
 }

@@ -1,0 +1,523 @@
+package scim
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// Membership changes: one AddMember or RemoveMember command per member, each a version of
+// the group (README.md, "SCIM").
+
+// loadGroup is the live group with SCIM id id, read from the write model.
+func (s *server) loadGroup(cl *call, id string) (commands.GroupAggregate, error) {
+	key, ok, err := s.store.FindByID(cl.ctx, cl.tenant, events.KindGroup, id)
+	if err != nil {
+		return commands.GroupAggregate{}, err
+	}
+	if !ok {
+		return commands.GroupAggregate{}, apperr.NotFound("group")
+	}
+	g, err := s.store.LoadGroup(cl.ctx, cl.tenant, key)
+	if err != nil {
+		return g, err
+	}
+	if !g.Live() || g.State.ID != id {
+		return g, apperr.NotFound("group")
+	}
+	return g, nil
+}
+
+// members are a group's members, by username.
+func (s *server) members(cl *call, key string) ([]member, error) {
+	ms, err := s.store.GroupMembers(cl.ctx, cl.tenant, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, member{id: m.UserID, username: m.Username})
+	}
+	slices.SortFunc(out, func(a, b member) int { return strings.Compare(a.username, b.username) })
+	return out, nil
+}
+
+// renderLoaded renders a group, with its members when the projection wants them.
+func (s *server) renderLoaded(cl *call, g events.Group, proj projection) (map[string]any, error) {
+	var ms []member
+	with := proj.wants("members")
+	if with {
+		var err error
+		if ms, err = s.members(cl, g.Key); err != nil {
+			return nil, err
+		}
+	}
+	return renderGroup(g, ms, with, cl.base), nil
+}
+
+// usernames resolves members' SCIM ids to usernames; an id that is no live user is an
+// invalid value, reported before anything is written.
+func (s *server) usernames(cl *call, ids []string) ([]string, error) {
+	out := make([]string, 0, len(ids))
+	var unknown []string
+	for _, id := range ids {
+		username, ok, err := s.store.FindByID(cl.ctx, cl.tenant, events.KindUser, id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			unknown = append(unknown, id)
+			continue
+		}
+		out = append(out, username)
+	}
+	if len(unknown) > 0 {
+		return nil, badRequest(typeInvalidValue, "members: no user has the id "+strings.Join(unknown, ", ")+
+			" (groups can hold only users of this tenant)")
+	}
+	return out, nil
+}
+
+func (s *server) postGroup(cl *call) error {
+	proj, err := projectionOf(cl)
+	if err != nil {
+		return err
+	}
+	d, _, err := cl.readDoc()
+	if err != nil {
+		return err
+	}
+	f, err := groupFromDoc(d)
+	if err != nil {
+		return err
+	}
+	adds, err := s.usernames(cl, f.members)
+	if err != nil {
+		return err
+	}
+	cmd := commands.CreateGroup{Name: f.displayName}
+	if len(f.attrs) > 0 {
+		cmd.Attributes = f.attrs
+	}
+	if err := s.gate.Ready(cl.ctx, cl.tenant); err != nil {
+		return err
+	}
+	g, err := s.createGroup.Handle(cl.ctx, cl.tenant, cmd, cl.meta(nil))
+	if err != nil {
+		return err
+	}
+	if len(adds) > 0 {
+		if g, err = s.changeMembers(cl, g, adds, nil, &g.Version); err != nil {
+			return err
+		}
+	}
+	res, err := s.renderLoaded(cl, g, proj)
+	if err != nil {
+		return err
+	}
+	return cl.writeResource(http.StatusCreated, res, g.Version, proj)
+}
+
+func (s *server) getGroup(cl *call) error {
+	proj, err := projectionOf(cl)
+	if err != nil {
+		return err
+	}
+	g, err := s.loadGroup(cl, cl.c.Param("id"))
+	if err != nil {
+		return err
+	}
+	res, err := s.renderLoaded(cl, g.State, proj)
+	if err != nil {
+		return err
+	}
+	return cl.writeResource(http.StatusOK, res, g.State.Version, proj)
+}
+
+// groupChange is what a PUT or PATCH asks of a group: its fields, and the members to add
+// and to remove (usernames).
+type groupChange struct {
+	fields         groupFields
+	adds, removals []string
+}
+
+func (s *server) putGroup(cl *call) error {
+	proj, err := projectionOf(cl)
+	if err != nil {
+		return err
+	}
+	d, _, err := cl.readDoc()
+	if err != nil {
+		return err
+	}
+	f, err := groupFromDoc(d)
+	if err != nil {
+		return err
+	}
+	// A PUT without members replaces them with none (RFC 7644 3.5.1).
+	want, err := s.usernames(cl, f.members)
+	if err != nil {
+		return err
+	}
+	g, err := s.modifyGroup(cl, func(cur commands.GroupAggregate) (groupChange, error) {
+		ch := groupChange{fields: f}
+		have, err := s.members(cl, cur.State.Key)
+		if err != nil {
+			return ch, err
+		}
+		ch.adds, ch.removals = diffMembers(have, want)
+		return ch, nil
+	})
+	if err != nil {
+		return err
+	}
+	res, err := s.renderLoaded(cl, g, proj)
+	if err != nil {
+		return err
+	}
+	return cl.writeResource(http.StatusOK, res, g.Version, proj)
+}
+
+func diffMembers(cur []member, want []string) (adds, removals []string) {
+	have := map[string]bool{}
+	for _, m := range cur {
+		have[m.username] = true
+	}
+	for _, u := range want {
+		if !have[u] {
+			adds = append(adds, u)
+		}
+	}
+	for _, m := range cur {
+		if !slices.Contains(want, m.username) {
+			removals = append(removals, m.username)
+		}
+	}
+	return adds, removals
+}
+
+// patchGroup applies a PatchOp to a group. Membership operations that name their members
+// (add members, remove members[value eq "…"], Entra's remove of listed members) become
+// member commands without reading the group's members; a replace or a remove of all
+// members reads them, to know what to remove. It answers 204 unless the client asks for
+// the resource (attributes, excludedAttributes, or Prefer: return=representation).
+func (s *server) patchGroup(cl *call) error {
+	proj, err := projectionOf(cl)
+	if err != nil {
+		return err
+	}
+	_, body, err := cl.readDoc()
+	if err != nil {
+		return err
+	}
+	ops, err := parsePatch(body)
+	if err != nil {
+		return err
+	}
+	g, err := s.modifyGroup(cl, func(cur commands.GroupAggregate) (groupChange, error) {
+		return s.planGroupPatch(cl, cur, ops)
+	})
+	if err != nil {
+		return err
+	}
+	if wantsNoBody(cl, true) {
+		cl.c.Response().Header().Set("ETag", etag(g.Version))
+		return cl.c.NoContent(http.StatusNoContent)
+	}
+	res, err := s.renderLoaded(cl, g, proj)
+	if err != nil {
+		return err
+	}
+	return cl.writeResource(http.StatusOK, res, g.Version, proj)
+}
+
+// memberDelta is a membership operation as a change of named members, when it is one.
+func memberDelta(op patchOp) (add bool, ids []string, ok bool) {
+	p, err := parsePatchPath(op.path)
+	if err != nil || p.attr != "members" || p.urn != "" || p.sub != "" {
+		return false, nil, false
+	}
+	value := lowerKeys(op.value)
+	switch {
+	case p.filter == nil && op.op == "add":
+		ids, ok = memberIDs(value)
+		return true, ids, ok
+	case p.filter == nil && op.op == "remove" && value != nil:
+		ids, ok = memberIDs(value)
+		return false, ids, ok
+	case p.filter != nil && op.op == "remove":
+		ids, ok = valueEquals(p.filter)
+		return false, ids, ok
+	}
+	return false, nil, false
+}
+
+func memberIDs(v any) ([]string, bool) {
+	es, err := entries("members", v)
+	if err != nil {
+		return nil, false
+	}
+	var ids []string
+	for _, e := range es {
+		id, ok := e["value"].(string)
+		if !ok || id == "" {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, true
+}
+
+// valueEquals are the values of a filter of `value eq "…"` comparisons joined by `or`.
+func valueEquals(f filter) ([]string, bool) {
+	switch x := f.(type) {
+	case logical:
+		if x.and {
+			return nil, false
+		}
+		l, ok1 := valueEquals(x.l)
+		r, ok2 := valueEquals(x.r)
+		return append(l, r...), ok1 && ok2
+	case compare:
+		v, isStr := x.value.(string)
+		if x.op != "eq" || x.path.attr != "value" || x.path.sub != "" || x.path.urn != "" || !isStr {
+			return nil, false
+		}
+		return []string{v}, true
+	}
+	return nil, false
+}
+
+// splitMembers turns a pathless operation's "members" into an operation of its own, so
+// that `{"op":"add","value":{"members":[…]}}` is handled like a path "members".
+func splitMembers(ops []patchOp) []patchOp {
+	var out []patchOp
+	for _, op := range ops {
+		obj, isObj := lowerKeys(op.value).(map[string]any)
+		if op.path != "" || !isObj {
+			out = append(out, op)
+			continue
+		}
+		if ms, has := obj["members"]; has {
+			rest := map[string]any{}
+			for k, v := range obj {
+				if k != "members" {
+					rest[k] = v
+				}
+			}
+			if len(rest) > 0 {
+				out = append(out, patchOp{op: op.op, value: rest})
+			}
+			out = append(out, patchOp{op: op.op, path: "members", value: ms})
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+func (s *server) planGroupPatch(cl *call, cur commands.GroupAggregate, ops []patchOp) (groupChange, error) {
+	ops = splitMembers(ops)
+	var attrOps, memberOps []patchOp
+	needMembers := false
+	for _, op := range ops {
+		p, err := parsePatchPath(op.path)
+		if op.path != "" && err != nil {
+			return groupChange{}, err
+		}
+		if op.path == "" || p.attr != "members" || p.urn != "" {
+			attrOps = append(attrOps, op)
+			continue
+		}
+		memberOps = append(memberOps, op)
+		if _, _, ok := memberDelta(op); !ok {
+			needMembers = true
+		}
+	}
+	var ch groupChange
+	if needMembers {
+		// Apply every operation to the whole resource, members included, and diff.
+		curMembers, err := s.members(cl, cur.State.Key)
+		if err != nil {
+			return ch, err
+		}
+		d := lowerKeys(renderGroup(cur.State, curMembers, true, cl.base)).(map[string]any)
+		if err := applyPatch(d, ops, groupSchema); err != nil {
+			return ch, err
+		}
+		if ch.fields, err = groupFromDoc(d); err != nil {
+			return ch, err
+		}
+		want, err := s.usernames(cl, ch.fields.members)
+		if err != nil {
+			return ch, err
+		}
+		ch.adds, ch.removals = diffMembers(curMembers, want)
+		return ch, nil
+	}
+	d := lowerKeys(renderGroup(cur.State, nil, false, cl.base)).(map[string]any)
+	if err := applyPatch(d, attrOps, groupSchema); err != nil {
+		return ch, err
+	}
+	var err error
+	if ch.fields, err = groupFromDoc(d); err != nil {
+		return ch, err
+	}
+	// The members named, in order: a later operation on a member undoes an earlier one.
+	adds, removals := map[string]bool{}, map[string]bool{}
+	var order []string
+	for _, op := range memberOps {
+		add, ids, _ := memberDelta(op)
+		for _, id := range ids {
+			if !adds[id] && !removals[id] {
+				order = append(order, id)
+			}
+			adds[id], removals[id] = add, !add
+		}
+	}
+	var addIDs, removeIDs []string
+	for _, id := range order {
+		if adds[id] {
+			addIDs = append(addIDs, id)
+		} else {
+			removeIDs = append(removeIDs, id)
+		}
+	}
+	if ch.adds, err = s.usernames(cl, addIDs); err != nil {
+		return ch, err
+	}
+	// A member to remove that is no user (any more) is not a member either.
+	for _, id := range removeIDs {
+		username, ok, err := s.store.FindByID(cl.ctx, cl.tenant, events.KindUser, id)
+		if err != nil {
+			return ch, err
+		}
+		if ok {
+			ch.removals = append(ch.removals, username)
+		}
+	}
+	return ch, nil
+}
+
+// modifyGroup reads the group, asks plan what to change, and sends the commands:
+// UpdateGroup for its external id, then one command per member added or removed. Like
+// modifyUser, it starts again when another writer came between, unless the client sent
+// If-Match.
+func (s *server) modifyGroup(cl *call, plan func(commands.GroupAggregate) (groupChange, error)) (events.Group, error) {
+	ifMatch, err := cl.ifMatch()
+	if err != nil {
+		return events.Group{}, err
+	}
+	id := cl.c.Param("id")
+	for attempt := 0; ; attempt++ {
+		cur, err := s.loadGroup(cl, id)
+		if err != nil {
+			return events.Group{}, err
+		}
+		ch, err := plan(cur)
+		if err != nil {
+			return events.Group{}, err
+		}
+		g, err := s.writeGroup(cl, cur, ch, ifMatch)
+		if apperr.KindOf(err) == apperr.KindPrecondition && ifMatch == nil && attempt < maxAttempts {
+			continue
+		}
+		return g, err
+	}
+}
+
+func (s *server) writeGroup(cl *call, cur commands.GroupAggregate, ch groupChange, ifMatch *int64) (events.Group, error) {
+	state := cur.State
+	if ch.fields.displayName != state.Name {
+		return state, badRequest(typeMutability, "displayName cannot change: ssodir keys a group's history, memberships and Keycloak group by its name; "+
+			"create a new group instead")
+	}
+	pin := ifMatch
+	if pin == nil {
+		v := state.Version
+		pin = &v
+	}
+	if *pin != state.Version {
+		return state, apperr.VersionMismatch(*pin, state.Version)
+	}
+	attrs := mergeAttrs(state.Attributes, ch.fields.attrs)
+	changed := !sameAttrs(attrs, state.Attributes)
+	if changed || len(ch.adds) > 0 || len(ch.removals) > 0 {
+		if err := s.gate.Ready(cl.ctx, cl.tenant); err != nil {
+			return state, err
+		}
+	}
+	if changed {
+		g, err := s.updateGroup.Handle(cl.ctx, cl.tenant, commands.UpdateGroup{Name: state.Key, Attributes: &attrs}, cl.meta(pin))
+		if err != nil {
+			return state, err
+		}
+		state, pin = g, &g.Version
+	}
+	return s.changeMembers(cl, state, ch.adds, ch.removals, pin)
+}
+
+// changeMembers adds and removes members, one command each, each pinned to the version
+// the previous one left.
+func (s *server) changeMembers(cl *call, g events.Group, adds, removals []string, pin *int64) (events.Group, error) {
+	for _, u := range removals {
+		v, err := s.removeMember.Handle(cl.ctx, cl.tenant, commands.RemoveMember{Group: g.Key, Username: u}, cl.meta(pin))
+		if e, ok := apperr.As(err); ok && e.Kind == apperr.KindNotFound && e.Message == apperr.NotFound("user").Message {
+			continue // the user was deleted meanwhile: it is no member either
+		}
+		if err != nil {
+			return g, err
+		}
+		pin = &v
+	}
+	for _, u := range adds {
+		v, err := s.addMember.Handle(cl.ctx, cl.tenant, commands.AddMember{Group: g.Key, Username: u}, cl.meta(pin))
+		if err != nil {
+			return g, err
+		}
+		pin = &v
+	}
+	if *pin == g.Version {
+		return g, nil
+	}
+	// The member commands answer with the group's version; the state is read back.
+	cur, err := s.store.LoadGroup(cl.ctx, cl.tenant, g.Key)
+	if err != nil {
+		return g, err
+	}
+	return cur.State, nil
+}
+
+func (s *server) deleteGroupRoute(cl *call) error {
+	ifMatch, err := cl.ifMatch()
+	if err != nil {
+		return err
+	}
+	g, err := s.loadGroup(cl, cl.c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := s.gate.Ready(cl.ctx, cl.tenant); err != nil {
+		return err
+	}
+	if _, err := s.deleteGroup.Handle(cl.ctx, cl.tenant, commands.DeleteGroup{Name: g.State.Key}, cl.meta(ifMatch)); err != nil {
+		return err
+	}
+	return cl.c.NoContent(http.StatusNoContent)
+}
+
+func (s *server) searchGroups(cl *call) error {
+	if cl.c.Param("id") != ".search" {
+		return methodNotAllowed(cl, "GET, PUT, PATCH, DELETE")
+	}
+	q, err := searchQuery(cl)
+	if err != nil {
+		return err
+	}
+	return s.listGroupsWith(cl, q)
+}
+
