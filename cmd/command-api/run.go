@@ -147,8 +147,8 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		Clock:        time.Now,
 		Fingerprints: fingerprints,
 		ScimTokens:   scimTokens, ScimTokenHasher: scimHasher,
-		Log:          log.Named("commands"),
-		Context:      ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
+		Log:     log.Named("commands"),
+		Context: ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
 	})
 	scim.Register(e, scim.Deps{
 		Auth:       authn,

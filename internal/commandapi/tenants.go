@@ -218,7 +218,9 @@ func (p *provisioner) resume() {
 }
 
 // ready answers a command on a tenant still provisioning with 409 tenant_not_ready.
-func (p *provisioner) ready(ctx context.Context, t commands.Tenant) error { return p.gate.Ready(ctx, t) }
+func (p *provisioner) ready(ctx context.Context, t commands.Tenant) error {
+	return p.gate.Ready(ctx, t)
+}
 
 func (a *api) putKeycloak(c echo.Context) error {
 	system, tenant := c.Param("system"), c.Param("tenant")

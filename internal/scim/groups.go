@@ -520,4 +520,3 @@ func (s *server) searchGroups(cl *call) error {
 	}
 	return s.listGroupsWith(cl, q)
 }
-

@@ -536,4 +536,3 @@ func renderGroup(g events.Group, members []member, withMembers bool, base string
 	out["meta"] = meta("Group", base, "Groups", g.ID, g.Version, g.CreatedAt, g.UpdatedAt)
 	return out
 }
-
