@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/auth"
+	"github.com/ssodir/ssodir/internal/auth/authtest"
 	"github.com/ssodir/ssodir/internal/commandapi"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -39,6 +40,7 @@ type service struct {
 	token string // a SCIM token of the tenant
 	store *dynamo.CommandStore
 	names dynamo.Names
+	iss   *authtest.Issuer
 }
 
 func newService(t *testing.T) *service {
@@ -58,7 +60,9 @@ func newService(t *testing.T) *service {
 	}
 	fingerprints, _ := commands.NewFingerprinter(key)
 	hasher, _ := auth.NewScimTokenHasher(key)
-	authn, err := auth.New(ctx, auth.Config{BootstrapToken: adminToken}, http.DefaultClient, zap.NewNop())
+	iss := authtest.NewIssuer(t)
+	t.Cleanup(iss.Close)
+	authn, err := auth.New(ctx, auth.Config{BootstrapToken: adminToken, OIDCIssuer: iss.URL, OIDCAudience: authtest.Audience}, http.DefaultClient, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func newService(t *testing.T) *service {
 		Store: store, Secrets: box, Gate: gate, Clock: time.Now})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	s := &service{t: t, url: srv.URL, store: store, names: names}
+	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss}
 	tenant := dynamotest.UniqueName("t")
 	r := s.do(adminToken, "POST", srv.URL+"/v1/systems/acme/tenants", `{"tenant_id":"`+tenant+`"}`, "Content-Type", "application/json")
 	r.want(t, 201)
