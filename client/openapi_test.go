@@ -59,6 +59,17 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.Get(ctx)
 			return err
 		},
+		"TenantClient.CreateScimToken": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.CreateScimToken(ctx, client.NewScimToken{Name: "okta"})
+			return err
+		},
+		"TenantClient.ListScimTokens": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.ListScimTokens(ctx)
+			return err
+		},
+		"TenantClient.RevokeScimToken": func(_ *client.Client, tc *client.TenantClient) error {
+			return tc.RevokeScimToken(ctx, "id")
+		},
 		"TenantClient.SetKeycloak": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.SetKeycloak(ctx, client.KeycloakSettings{})
 			return err

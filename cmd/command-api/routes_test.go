@@ -235,6 +235,8 @@ func TestRoutes(t *testing.T) {
 		for path, methods := range map[string][]string{
 			"/v1/systems/{system}/tenants":                                           {"post"},
 			"/v1/systems/{system}/tenants/{tenant}/keycloak":                         {"put"},
+			"/v1/systems/{system}/tenants/{tenant}/scim-tokens":                      {"post", "get"},
+			"/v1/systems/{system}/tenants/{tenant}/scim-tokens/{id}":                 {"delete"},
 			"/v1/systems/{system}/tenants/{tenant}/users":                            {"post"},
 			"/v1/systems/{system}/tenants/{tenant}/users/{username}":                 {"patch", "delete"},
 			"/v1/systems/{system}/tenants/{tenant}/users/{username}/deactivate":      {"post"},

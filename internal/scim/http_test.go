@@ -1,6 +1,7 @@
 package scim_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/scim"
 )
 
@@ -345,6 +347,24 @@ func TestDiscoveryAndMethods(t *testing.T) {
 	cfg := s.scim("GET", "/ServiceProviderConfig", "").obj(t)
 	if cfg["patch"].(map[string]any)["supported"] != true || cfg["pagination"].(map[string]any)["cursor"] != true {
 		t.Errorf("config: %v", cfg)
+	}
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.Document(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, methods := range map[string][]string{
+		"/Users": {"get", "post"}, "/Users/{id}": {"get", "put", "patch", "delete", "post"},
+		"/Groups": {"get", "post"}, "/Groups/{id}": {"get", "put", "patch", "delete", "post"},
+		"/ServiceProviderConfig": {"get"}, "/ResourceTypes": {"get"}, "/ResourceTypes/{name}": {"get"},
+		"/Schemas": {"get"}, "/Schemas/{uri}": {"get"},
+	} {
+		for _, m := range methods {
+			if _, ok := doc.Paths["/scim/v2/{system}/{tenant}"+path][m]; !ok {
+				t.Errorf("openapi.json does not describe %s %s", m, path)
+			}
+		}
 	}
 	s.scim("DELETE", "/Users", "").wantError(t, 405, "")
 	s.scim("POST", "/Users/some-id", `{}`).wantError(t, 405, "")

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssodir/ssodir/client"
+)
+
+func scimTokensCommand(s *settings) *cobra.Command {
+	cmd := group("scim-tokens", "Make, list and revoke the tokens identity providers use for SCIM")
+	cmd.AddCommand(scimTokenCreate(s), scimTokenList(s), scimTokenRevoke(s))
+	return cmd
+}
+
+var scimTokenHeader = []string{"ID", "NAME", "CREATED", "EXPIRES", "CREATED BY"}
+
+func scimTokenRow(t client.ScimToken) []string {
+	expires := "never"
+	if t.ExpiresAt != nil {
+		expires = *t.ExpiresAt
+	}
+	return []string{t.ID, t.Name, t.CreatedAt, expires, t.CreatedBy}
+}
+
+func scimTokenCreate(s *settings) *cobra.Command {
+	var expiresIn time.Duration
+	var expiresAt string
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Make a SCIM token for --tenant; the token is shown this once",
+		Long: `Make a SCIM token for --tenant (scope tenants:admin): the secret an identity provider keeps
+for its SCIM connection (Okta's "API Token", Entra's "Secret Token"). It is valid only on
+the tenant's SCIM endpoints, /scim/v2/{system}/{tenant}. It is printed this once: ssodir
+keeps only an HMAC of it. Without --expires-in or --expires-at it does not expire.`,
+		Example: `  ssodirctl scim-tokens create okta-prod --system acme --tenant eu
+  ssodirctl scim-tokens create entra --expires-in 8760h -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := client.NewScimToken{Name: args[0]}
+			switch {
+			case expiresIn != 0 && expiresAt != "":
+				return usagef("give --expires-in or --expires-at, not both")
+			case expiresIn != 0:
+				at := time.Now().Add(expiresIn).UTC()
+				in.ExpiresAt = &at
+			case expiresAt != "":
+				at, err := time.Parse(time.RFC3339, expiresAt)
+				if err != nil {
+					return usagef("--expires-at: %v (RFC 3339, e.g. 2027-01-31T00:00:00Z)", err)
+				}
+				in.ExpiresAt = &at
+			}
+			tc, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := s.printer()
+			if err != nil {
+				return err
+			}
+			t, err := tc.CreateScimToken(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			if p.format == "table" {
+				fmt.Fprintf(s.io.err, "the token is shown this once; keep it in the identity provider's SCIM settings\n")
+				return p.one(t, append(scimTokenHeader, "TOKEN"), append(scimTokenRow(*t), t.Token))
+			}
+			return p.one(t, nil, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&expiresIn, "expires-in", 0, "the token expires this long from now")
+	f.StringVar(&expiresAt, "expires-at", "", "the token expires at this time (RFC 3339)")
+	return cmd
+}
+
+func scimTokenList(s *settings) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List --tenant's SCIM tokens (never their secrets)",
+		Example: "  ssodirctl scim-tokens list --system acme --tenant eu",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tc, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := s.printer()
+			if err != nil {
+				return err
+			}
+			items, err := tc.ListScimTokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if items == nil {
+				items = []client.ScimToken{}
+			}
+			rows := make([][]string, 0, len(items))
+			for _, t := range items {
+				rows = append(rows, scimTokenRow(t))
+			}
+			return p.list(items, scimTokenHeader, rows)
+		},
+	}
+}
+
+func scimTokenRevoke(s *settings) *cobra.Command {
+	return &cobra.Command{
+		Use:     "revoke ID",
+		Short:   "Revoke a SCIM token of --tenant at once",
+		Example: "  ssodirctl scim-tokens revoke 3f0c…  --system acme --tenant eu",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := tc.RevokeScimToken(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.io.out, "SCIM token %s revoked\n", args[0])
+			return nil
+		},
+	}
+}
