@@ -45,6 +45,7 @@ var scenarios = []scenario{
 	{"replay", benchReplay},
 	{"keycloak", benchKeycloak},
 	{"import", benchImport},
+	{"scim", benchSCIM},
 	{"tenants", benchTenants},
 	{"capacity", benchCapacity},
 }

@@ -55,6 +55,23 @@ func (s *CommandStore) FindByID(ctx context.Context, t commands.Tenant, kind eve
 	return getS(item, "key"), true, nil
 }
 
+// FindByIDs are the keys of the live users or groups with these immutable ids, by id; an id
+// of none is absent from the map. The pointers are read strongly consistently, in batches.
+func (s *CommandStore) FindByIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ids []string) (map[string]string, error) {
+	keys := make([]map[string]types.AttributeValue, 0, len(ids))
+	for _, id := range slices.Compact(slices.Sorted(slices.Values(ids))) {
+		if id != "" {
+			keys = append(keys, map[string]types.AttributeValue{"id": str(idsPrefix + string(kind)), "sk": str(id)})
+		}
+	}
+	out := make(map[string]string, len(keys))
+	err := s.batchGet(ctx, t, keys, func(it map[string]types.AttributeValue) error {
+		out[getS(it, "sk")] = getS(it, "key")
+		return nil
+	})
+	return out, err
+}
+
 // FindByExternalID are the live users or groups with external id ext, by id.
 func (s *CommandStore) FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]commands.Lookup, error) {
 	if ext == "" || len(ext) > identity.MaxExternalID {
@@ -138,17 +155,23 @@ func (s *CommandStore) LoadGroups(ctx context.Context, t commands.Tenant, keys [
 
 func (s *CommandStore) batchGetConfigs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, keys []string,
 	fn func(map[string]types.AttributeValue) error) error {
+	req := make([]map[string]types.AttributeValue, 0, len(keys))
+	for _, k := range slices.Compact(slices.Sorted(slices.Values(keys))) {
+		req = append(req, map[string]types.AttributeValue{"id": str(AggregateID(kind, k)), "sk": str(SKConfig)})
+	}
+	return s.batchGet(ctx, t, req, fn)
+}
+
+// batchGet reads items of the tenant's command table strongly consistently, 100 a request,
+// retrying the keys DynamoDB leaves unprocessed.
+func (s *CommandStore) batchGet(ctx context.Context, t commands.Tenant, keys []map[string]types.AttributeValue,
+	fn func(map[string]types.AttributeValue) error) error {
 	table := s.table(t)
-	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	for chunk := range slices.Chunk(keys, 100) {
-		req := make([]map[string]types.AttributeValue, 0, len(chunk))
-		for _, k := range chunk {
-			req = append(req, map[string]types.AttributeValue{"id": str(AggregateID(kind, k)), "sk": str(SKConfig)})
-		}
-		pending := map[string]types.KeysAndAttributes{table: {Keys: req, ConsistentRead: aws.Bool(true)}}
+		pending := map[string]types.KeysAndAttributes{table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > 10 {
-				return apperr.Unavailable(fmt.Errorf("read %s configs: keys left unprocessed", kind), retryAfter)
+				return apperr.Unavailable(fmt.Errorf("batch read %s: keys left unprocessed", table), retryAfter)
 			}
 			if attempt > 0 {
 				select {
@@ -159,7 +182,7 @@ func (s *CommandStore) batchGetConfigs(ctx context.Context, t commands.Tenant, k
 			}
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
 			if err != nil {
-				return fmt.Errorf("read %s configs: %w", kind, notFoundTenant(err))
+				return fmt.Errorf("batch read %s: %w", table, notFoundTenant(err))
 			}
 			for _, it := range res.Responses[table] {
 				if err := fn(it); err != nil {

@@ -62,13 +62,14 @@ func (s *server) renderLoaded(cl *call, g events.Group, proj projection) (map[st
 // usernames resolves members' SCIM ids to usernames; an id that is no live user is an
 // invalid value, reported before anything is written.
 func (s *server) usernames(cl *call, ids []string) ([]string, error) {
+	found, err := s.store.FindByIDs(cl.ctx, cl.tenant, events.KindUser, ids)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]string, 0, len(ids))
 	var unknown []string
 	for _, id := range ids {
-		username, ok, err := s.store.FindByID(cl.ctx, cl.tenant, events.KindUser, id)
-		if err != nil {
-			return nil, err
-		}
+		username, ok := found[id]
 		if !ok {
 			unknown = append(unknown, id)
 			continue
@@ -391,12 +392,12 @@ func (s *server) planGroupPatch(cl *call, cur commands.GroupAggregate, ops []pat
 		return ch, err
 	}
 	// A member to remove that is no user (any more) is not a member either.
+	found, err := s.store.FindByIDs(cl.ctx, cl.tenant, events.KindUser, removeIDs)
+	if err != nil {
+		return ch, err
+	}
 	for _, id := range removeIDs {
-		username, ok, err := s.store.FindByID(cl.ctx, cl.tenant, events.KindUser, id)
-		if err != nil {
-			return ch, err
-		}
-		if ok {
+		if username, ok := found[id]; ok {
 			ch.removals = append(ch.removals, username)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 type Store interface {
 	commands.Store
 	FindByID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, id string) (key string, ok bool, err error)
+	FindByIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ids []string) (map[string]string, error)
 	FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]commands.Lookup, error)
 	ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(commands.Lookup) bool) error
 	UserByEmail(ctx context.Context, t commands.Tenant, email string) (username string, ok bool, err error)
