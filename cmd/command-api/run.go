@@ -26,6 +26,12 @@ const usage = `usage: command-api [--help]
 
 Serves ssodir's command API (API.md, "Command API") until SIGTERM.
 
+       command-api backfill-lookups --system S --tenant T
+
+Writes the lookup items (by id, by external id) of the tenant's users and groups created
+before ssodir kept them, so that the SCIM endpoints find them; once per such tenant, safe
+to run again and while the services run.
+
 Environment:
   SSO_COMMAND_ADDR          listen address (default 127.0.0.1:8080)
   SSO_TABLE_PREFIX          table prefix (default mbcsso_dev)
@@ -64,6 +70,9 @@ type hooks struct {
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h hooks) error {
+	if len(args) > 0 && args[0] == "backfill-lookups" {
+		return backfillLookups(ctx, args[1:], env, stdout)
+	}
 	for _, a := range args {
 		if a == "--help" || a == "-h" || a == "help" {
 			_, err := io.WriteString(stdout, usage)

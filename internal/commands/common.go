@@ -179,16 +179,16 @@ func passwordAAD(t Tenant, username string) string {
 	return "password:" + t.System + "/" + t.ID + "/" + username
 }
 
-// userLookups are the pointers of a user's state: none for a deleted or absent user.
-func userLookups(u events.User) []Lookup {
+// UserLookups are the pointers of a user's state: none for a deleted or absent user.
+func UserLookups(u events.User) []Lookup {
 	if u.Deleted || u.ID == "" {
 		return nil
 	}
 	return aggregateLookups(events.KindUser, u.ID, u.Username, u.Attributes)
 }
 
-// groupLookups are the pointers of a group's state: none for a deleted or absent group.
-func groupLookups(g events.Group) []Lookup {
+// GroupLookups are the pointers of a group's state: none for a deleted or absent group.
+func GroupLookups(g events.Group) []Lookup {
 	if g.Deleted || g.ID == "" {
 		return nil
 	}

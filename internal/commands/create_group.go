@@ -61,7 +61,7 @@ func (h CreateGroupHandler) Handle(ctx context.Context, t Tenant, cmd CreateGrou
 			Attributes: cloneAttrs(cmd.Attributes), Version: agg.State.Version + 1,
 			CreatedAt: now, UpdatedAt: now, LastDeletedVersion: agg.State.LastDeletedVersion,
 		}
-		put, del := lookupChanges(groupLookups(agg.State), groupLookups(created))
+		put, del := lookupChanges(GroupLookups(agg.State), GroupLookups(created))
 		c := Change{
 			PutLookups: put, DeleteLookups: del,
 			Event: h.deps.envelope(m, events.KindGroup, key, created.Version, now,

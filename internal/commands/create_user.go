@@ -85,7 +85,7 @@ func (h CreateUserHandler) Handle(ctx context.Context, t Tenant, cmd CreateUser,
 			CreatedAt: now, UpdatedAt: now, DeletedMembershipRev: agg.State.DeletedMembershipRev,
 		}
 		payload := &events.UserCreated{User: created, PasswordCiphertext: ciphertext}
-		put, del := lookupChanges(userLookups(agg.State), userLookups(created))
+		put, del := lookupChanges(UserLookups(agg.State), UserLookups(created))
 		c := Change{
 			PutLookups: put, DeleteLookups: del,
 			Event:           h.deps.envelope(m, events.KindUser, cmd.Username, created.Version, now, userChanges(events.User{}, created), payload),

@@ -43,7 +43,7 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 		inTx := min(len(ms), h.deps.Store.MaxMembersPerChange())
 		leftover = ms[inTx:]
 		c := Change{
-			DeleteLookups: groupLookups(old),
+			DeleteLookups: GroupLookups(old),
 			Event: h.deps.envelope(m, events.KindGroup, old.Key, tomb.Version, now, groupChanges(old, events.Group{}),
 				&events.GroupDeleted{Group: tomb, PreviousID: old.ID}),
 			ExpectedVersion: old.Version,

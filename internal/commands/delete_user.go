@@ -50,7 +50,7 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 		// dies in between. Readers see them go with the event, which lists every group.
 		inTx := min(len(ms), h.deps.Store.MaxMembersPerChange())
 		c := Change{
-			DeleteLookups: userLookups(old),
+			DeleteLookups: UserLookups(old),
 			Event: h.deps.envelope(m, events.KindUser, old.Username, tomb.Version, now, userChanges(old, tomb),
 				&events.UserDeleted{User: tomb, PreviousID: old.ID, Groups: groups}),
 			ExpectedVersion:       old.Version,

@@ -56,7 +56,7 @@ func (h UpdateGroupHandler) Handle(ctx context.Context, t Tenant, cmd UpdateGrou
 		}
 		now := h.deps.now()
 		next.Version, next.UpdatedAt = old.Version+1, now
-		put, del := lookupChanges(groupLookups(old), groupLookups(next))
+		put, del := lookupChanges(GroupLookups(old), GroupLookups(next))
 		c := Change{
 			PutLookups: put, DeleteLookups: del,
 			Event:           h.deps.envelope(m, events.KindGroup, old.Key, next.Version, now, changes, &events.GroupUpdated{Group: next}),

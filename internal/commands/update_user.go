@@ -75,7 +75,7 @@ func (h UpdateUserHandler) Handle(ctx context.Context, t Tenant, cmd UpdateUser,
 		}
 		now := h.deps.now()
 		next.Version, next.UpdatedAt = old.Version+1, now
-		put, del := lookupChanges(userLookups(old), userLookups(next))
+		put, del := lookupChanges(UserLookups(old), UserLookups(next))
 		c := Change{
 			PutLookups: put, DeleteLookups: del,
 			Event:           h.deps.envelope(m, events.KindUser, cmd.Username, next.Version, now, changes, &events.UserUpdated{User: next}),
