@@ -395,3 +395,36 @@ func TestMediaTypes(t *testing.T) {
 		t.Errorf("attributes=userName gave %v", one)
 	}
 }
+
+// TestBackfillLookups: users and groups made before the lookups existed (their lookup
+// items removed here) are not found by SCIM until the backfill writes their lookups.
+func TestBackfillLookups(t *testing.T) {
+	s := newService(t)
+	tenant := tenantOf(s)
+	uid := s.createUser("old.user", "old.user@example.com")
+	s.scim("PATCH", "/Users/"+uid, `{`+patchOp+`,"Operations":[{"op":"add","path":"externalId","value":"ext-old"}]}`).want(t, 200)
+	gid := s.scim("POST", "/Groups", `{"displayName":"Old Group","externalId":"g-old"}`).want(t, 201).obj(t)["id"].(string)
+	table := s.names.Commands(tenant.System, tenant.ID)
+	for _, k := range [][2]string{{"ids#user", uid}, {"externalid#user#ext-old", uid}, {"ids#group", gid}, {"externalid#group#g-old", gid}} {
+		deleteItem(t, s, table, k[0], k[1])
+	}
+	s.scim("GET", "/Users/"+uid, "").wantError(t, 404, "")
+	if got, _ := ids(t, s.scim("GET", "/Users", "")); len(got) != 0 {
+		t.Fatalf("listed without lookups: %v", got)
+	}
+	rep, err := s.store.BackfillLookups(t.Context(), tenant)
+	if err != nil || rep.Users != 1 || rep.Groups != 1 || rep.Written != 4 {
+		t.Fatalf("backfill: %+v %v", rep, err)
+	}
+	s.scim("GET", "/Users/"+uid, "").want(t, 200)
+	s.scim("GET", "/Groups/"+gid, "").want(t, 200)
+	if got, _ := ids(t, s.scim("GET", "/Users?filter="+q(`externalId eq "ext-old"`), "")); !slices.Equal(got, []string{uid}) {
+		t.Errorf("by external id after the backfill: %v", got)
+	}
+	if got, _ := ids(t, s.scim("GET", "/Groups?filter="+q(`externalId eq "g-old"`), "")); !slices.Equal(got, []string{gid}) {
+		t.Errorf("group by external id after the backfill: %v", got)
+	}
+	if rep, err := s.store.BackfillLookups(t.Context(), tenant); err != nil || rep.Written != 0 {
+		t.Errorf("a second backfill: %+v %v", rep, err)
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/auth"
@@ -241,4 +244,14 @@ func TestUserLifecycle(t *testing.T) {
 func tenantOf(s *service) commands.Tenant {
 	parts := strings.Split(s.base, "/")
 	return commands.Tenant{System: parts[len(parts)-2], ID: parts[len(parts)-1]}
+}
+
+func deleteItem(t *testing.T, s *service, table, id, sk string) {
+	t.Helper()
+	_, err := dynamotest.Current(t).DynamoDB().DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(table),
+		Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}, "sk": &types.AttributeValueMemberS{Value: sk}},
+		ConditionExpression: aws.String("attribute_exists(id)")})
+	if err != nil {
+		t.Fatalf("delete %s/%s: %v", id, sk, err)
+	}
 }
