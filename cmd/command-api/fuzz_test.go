@@ -33,7 +33,7 @@ func FuzzCommandAPI(f *testing.F) {
 	}
 	token := env["SSO_BOOTSTRAP_TOKEN"]
 	serve := func(method, path, headers string, body []byte) (*httptest.ResponseRecorder, bool) {
-		req, ok := fuzzRequest(method, path, headers, body, token)
+		req, ok := fuzzRequest(fuzzTenants+path, method, headers, body, token)
 		if !ok {
 			return nil, false
 		}
@@ -121,9 +121,9 @@ func FuzzCommandAPI(f *testing.F) {
 // fuzzRequest parses the request as a server would, from its wire form; ok is false for
 // input that no HTTP server would hand to a handler. The bootstrap token is added unless
 // the headers name an Authorization of their own.
-func fuzzRequest(method, path, headers string, body []byte, token string) (*http.Request, bool) {
+func fuzzRequest(path, method, headers string, body []byte, token string) (*http.Request, bool) {
 	var raw bytes.Buffer
-	fmt.Fprintf(&raw, "%s %s%s HTTP/1.1\r\nHost: command-api\r\n", method, fuzzTenants, path)
+	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: command-api\r\n", method, path)
 	auth := false
 	for line := range strings.SplitSeq(headers, "\n") {
 		line = strings.TrimSuffix(line, "\r")
