@@ -263,7 +263,13 @@ func userFromDoc(d map[string]any) (userFields, error) {
 		}
 		setAttr(f.attrs, attrPrefix+"enterprise."+attr, v)
 	}
-	switch m := ent["manager"].(type) {
+	// The manager as an object, as a plain id (Entra's newer PATCH), or as a list of one
+	// object (Entra's older PATCH: `[{"$ref":null,"value":"…"}]`).
+	manager := ent["manager"]
+	if list, ok := manager.([]any); ok && len(list) > 0 {
+		manager = list[0]
+	}
+	switch m := manager.(type) {
 	case map[string]any:
 		v, err := str("manager.value", m["value"])
 		if err != nil {
@@ -271,7 +277,6 @@ func userFromDoc(d map[string]any) (userFields, error) {
 		}
 		setAttr(f.attrs, keyManager, v)
 	case string:
-		// Entra's newer PATCH sends the manager's id as a plain string.
 		setAttr(f.attrs, keyManager, m)
 	}
 	return f, nil

@@ -83,3 +83,13 @@ func FuzzPatch(f *testing.F) {
 		}
 	})
 }
+
+// TestManagerShapes: Entra sends the manager as an object, a plain id, or a list of one.
+func TestManagerShapes(t *testing.T) {
+	for _, v := range []any{map[string]any{"value": "m-1"}, "m-1", []any{map[string]any{"$ref": nil, "value": "m-1"}}} {
+		f, err := userFromDoc(map[string]any{"username": "u", enterpriseKey: map[string]any{"manager": v}})
+		if err != nil || f.attrs[keyManager][0] != "m-1" {
+			t.Errorf("%v: %v %v", v, f.attrs, err)
+		}
+	}
+}
