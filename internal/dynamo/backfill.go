@@ -72,7 +72,7 @@ func (s *CommandStore) backfillOne(ctx context.Context, t commands.Tenant, kind 
 		)
 		switch kind {
 		case events.KindUser:
-			u, err := decodeUser(item)
+			u, err := userAggregate(item)
 			if err != nil {
 				return 0, err
 			}

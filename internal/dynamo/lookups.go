@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
@@ -64,12 +62,15 @@ func (s *CommandStore) FindByIDs(ctx context.Context, t commands.Tenant, kind ev
 			keys = append(keys, map[string]types.AttributeValue{"id": str(idsPrefix + string(kind)), "sk": str(id)})
 		}
 	}
-	out := make(map[string]string, len(keys))
-	err := s.batchGet(ctx, t, keys, func(it map[string]types.AttributeValue) error {
+	items, err := s.batchGet(ctx, s.table(t), keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(items))
+	for _, it := range items {
 		out[getS(it, "sk")] = getS(it, "key")
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // FindByExternalID are the live users or groups with external id ext, by id.
@@ -126,71 +127,24 @@ func (s *CommandStore) UserByEmail(ctx context.Context, t commands.Tenant, email
 	return getS(item, "username"), true, nil
 }
 
-// LoadUsers reads the config items of users strongly consistently, in batches; users
+// LoadGroups reads the config items of groups strongly consistently, by key; groups
 // without one are absent from the map.
-func (s *CommandStore) LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error) {
-	out := make(map[string]commands.UserAggregate, len(usernames))
-	err := s.batchGetConfigs(ctx, t, events.KindUser, usernames, func(it map[string]types.AttributeValue) error {
-		u, err := userAggregate(it)
-		if err == nil {
-			out[u.State.Username] = u
-		}
-		return err
-	})
-	return out, err
-}
-
-// LoadGroups reads the config items of groups strongly consistently, by key.
 func (s *CommandStore) LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error) {
-	out := make(map[string]commands.GroupAggregate, len(keys))
-	err := s.batchGetConfigs(ctx, t, events.KindGroup, keys, func(it map[string]types.AttributeValue) error {
-		g, err := decodeGroup(it)
-		if err == nil {
-			out[g.State.Key] = g
-		}
-		return err
-	})
-	return out, err
-}
-
-func (s *CommandStore) batchGetConfigs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, keys []string,
-	fn func(map[string]types.AttributeValue) error) error {
 	req := make([]map[string]types.AttributeValue, 0, len(keys))
 	for _, k := range slices.Compact(slices.Sorted(slices.Values(keys))) {
-		req = append(req, map[string]types.AttributeValue{"id": str(AggregateID(kind, k)), "sk": str(SKConfig)})
+		req = append(req, map[string]types.AttributeValue{"id": str(GroupID(k)), "sk": str(SKConfig)})
 	}
-	return s.batchGet(ctx, t, req, fn)
-}
-
-// batchGet reads items of the tenant's command table strongly consistently, 100 a request,
-// retrying the keys DynamoDB leaves unprocessed.
-func (s *CommandStore) batchGet(ctx context.Context, t commands.Tenant, keys []map[string]types.AttributeValue,
-	fn func(map[string]types.AttributeValue) error) error {
-	table := s.table(t)
-	for chunk := range slices.Chunk(keys, 100) {
-		pending := map[string]types.KeysAndAttributes{table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
-		for attempt := 0; len(pending) > 0; attempt++ {
-			if attempt > 10 {
-				return apperr.Unavailable(fmt.Errorf("batch read %s: keys left unprocessed", table), retryAfter)
-			}
-			if attempt > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
-				}
-			}
-			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
-			if err != nil {
-				return fmt.Errorf("batch read %s: %w", table, notFoundTenant(err))
-			}
-			for _, it := range res.Responses[table] {
-				if err := fn(it); err != nil {
-					return err
-				}
-			}
-			pending = res.UnprocessedKeys
+	items, err := s.batchGet(ctx, s.table(t), req)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]commands.GroupAggregate, len(items))
+	for _, it := range items {
+		g, err := decodeGroup(it)
+		if err != nil {
+			return nil, err
 		}
+		out[g.State.Key] = g
 	}
-	return nil
+	return out, nil
 }

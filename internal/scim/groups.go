@@ -10,8 +10,9 @@ import (
 	"github.com/ssodir/ssodir/internal/events"
 )
 
-// Membership changes: one AddMember or RemoveMember command per member, each a version of
-// the group (README.md, "SCIM").
+// Membership changes: one ChangeMembers command per request (per 1,000 members), one
+// group version for all the members a PATCH, PUT or POST adds and removes (README.md,
+// "SCIM").
 
 // loadGroup is the live group with SCIM id id, read from the write model.
 func (s *server) loadGroup(cl *call, id string) (commands.GroupAggregate, error) {
@@ -404,8 +405,15 @@ func (s *server) planGroupPatch(cl *call, cur commands.GroupAggregate, ops []pat
 	return ch, nil
 }
 
+// usersGone reports whether a members change failed because users it named were deleted
+// meanwhile (ChangeMembers' 404 naming them): the change is planned again without them.
+func usersGone(err error) bool {
+	e, ok := apperr.As(err)
+	return ok && e.Kind == apperr.KindNotFound && len(e.Fields) > 0
+}
+
 // modifyGroup reads the group, asks plan what to change, and sends the commands:
-// UpdateGroup for its external id, then one command per member added or removed. Like
+// UpdateGroup for its external id, then ChangeMembers for the members added and removed. Like
 // modifyUser, it starts again when another writer came between, unless the client sent
 // If-Match.
 func (s *server) modifyGroup(cl *call, plan func(commands.GroupAggregate) (groupChange, error)) (events.Group, error) {
@@ -424,7 +432,7 @@ func (s *server) modifyGroup(cl *call, plan func(commands.GroupAggregate) (group
 			return events.Group{}, err
 		}
 		g, err := s.writeGroup(cl, cur, ch, ifMatch)
-		if apperr.KindOf(err) == apperr.KindPrecondition && ifMatch == nil && attempt < maxAttempts {
+		if (apperr.KindOf(err) == apperr.KindPrecondition && ifMatch == nil || usersGone(err)) && attempt < maxAttempts {
 			continue
 		}
 		return g, err
@@ -462,35 +470,23 @@ func (s *server) writeGroup(cl *call, cur commands.GroupAggregate, ch groupChang
 	return s.changeMembers(cl, state, ch.adds, ch.removals, pin)
 }
 
-// changeMembers adds and removes members, one command each, each pinned to the version
-// the previous one left.
+// changeMembers adds and removes members with ChangeMembers: one command, one group
+// version, for the whole change (in commands of at most commands.MaxMembersChange
+// members, each pinned to the version the previous one left).
 func (s *server) changeMembers(cl *call, g events.Group, adds, removals []string, pin *int64) (events.Group, error) {
-	for _, u := range removals {
-		v, err := s.removeMember.Handle(cl.ctx, cl.tenant, commands.RemoveMember{Group: g.Key, Username: u}, cl.meta(pin))
-		if e, ok := apperr.As(err); ok && e.Kind == apperr.KindNotFound && e.Message == apperr.NotFound("user").Message {
-			continue // the user was deleted meanwhile: it is no member either
-		}
+	for len(adds)+len(removals) > 0 {
+		cmd := commands.ChangeMembers{Group: g.Key}
+		n := min(len(adds), commands.MaxMembersChange)
+		cmd.Add, adds = adds[:n], adds[n:]
+		n = min(len(removals), commands.MaxMembersChange-len(cmd.Add))
+		cmd.Remove, removals = removals[:n], removals[n:]
+		next, err := s.changeMembersH.Handle(cl.ctx, cl.tenant, cmd, cl.meta(pin))
 		if err != nil {
 			return g, err
 		}
-		pin = &v
+		g, pin = next, &next.Version
 	}
-	for _, u := range adds {
-		v, err := s.addMember.Handle(cl.ctx, cl.tenant, commands.AddMember{Group: g.Key, Username: u}, cl.meta(pin))
-		if err != nil {
-			return g, err
-		}
-		pin = &v
-	}
-	if *pin == g.Version {
-		return g, nil
-	}
-	// The member commands answer with the group's version; the state is read back.
-	cur, err := s.store.LoadGroup(cl.ctx, cl.tenant, g.Key)
-	if err != nil {
-		return g, err
-	}
-	return cur.State, nil
+	return g, nil
 }
 
 func (s *server) deleteGroupRoute(cl *call) error {

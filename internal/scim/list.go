@@ -231,6 +231,7 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 	if !indexed {
 		keys = keysOf(ptrs)
 	}
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var found []events.User
 	for chunk := range slices.Chunk(keys, loadChunk) {
 		users, err := s.store.LoadUsers(cl.ctx, cl.tenant, chunk)

@@ -63,8 +63,7 @@ type server struct {
 	createGroup    commands.CreateGroupHandler
 	updateGroup    commands.UpdateGroupHandler
 	deleteGroup    commands.DeleteGroupHandler
-	addMember      commands.AddMemberHandler
-	removeMember   commands.RemoveMemberHandler
+	changeMembersH commands.ChangeMembersHandler
 }
 
 // BasePath is where a tenant's SCIM service is: /scim/v2/{system}/{tenant}.
@@ -86,8 +85,7 @@ func Register(e *echo.Echo, d Deps) {
 		createGroup:    commands.NewCreateGroupHandler(cd),
 		updateGroup:    commands.NewUpdateGroupHandler(cd),
 		deleteGroup:    commands.NewDeleteGroupHandler(cd),
-		addMember:      commands.NewAddMemberHandler(cd),
-		removeMember:   commands.NewRemoveMemberHandler(cd),
+		changeMembersH: commands.NewChangeMembersHandler(cd),
 	}
 	mw := []echo.MiddlewareFunc{httpapi.UseProblemWriter(writeError), s.authenticate}
 	// Every method is routed here, so that a wrong one gets SCIM's 405, not echo's.
