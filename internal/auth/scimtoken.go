@@ -92,12 +92,28 @@ type ScimTokens struct {
 	Now    func() time.Time
 }
 
-// Authenticate verifies a SCIM token for the SCIM endpoints of system/tenant. The
-// principal may read and write that tenant's directory and nothing else.
-func (v ScimTokens) Authenticate(ctx context.Context, system, tenant, bearer string) (Principal, error) {
+// ScimTokenID is the id a SCIM token names; ok is false for what is not a well-formed
+// SCIM token.
+func ScimTokenID(bearer string) (id string, ok bool) {
 	rest, ok := strings.CutPrefix(bearer, scimTokenPrefix)
 	id, _, ok2 := strings.Cut(rest, ".")
-	if !ok || !ok2 || id == "" || len(bearer) > 256 {
+	return id, ok && ok2 && id != "" && len(bearer) <= 256
+}
+
+// ScimTokenPrincipal is who a valid SCIM token of system/tenant with this id is: it may read
+// and write that tenant's directory and nothing else.
+func ScimTokenPrincipal(system, tenant, id string) Principal {
+	return Principal{
+		Subject: ScimTokenSubjectPrefix + id,
+		Scopes:  map[string]bool{ScopeWrite: true, ScopeRead: true},
+		Tenants: []string{system + "/" + tenant},
+	}
+}
+
+// Authenticate verifies a SCIM token for the SCIM endpoints of system/tenant.
+func (v ScimTokens) Authenticate(ctx context.Context, system, tenant, bearer string) (Principal, error) {
+	id, ok := ScimTokenID(bearer)
+	if !ok {
 		return Principal{}, apperr.Unauthenticated("invalid SCIM token")
 	}
 	rec, found, err := v.Store.GetScimToken(ctx, system, tenant, id)
@@ -116,9 +132,5 @@ func (v ScimTokens) Authenticate(ctx context.Context, system, tenant, bearer str
 	if !rec.ExpiresAt.IsZero() && !v.Now().Before(rec.ExpiresAt) {
 		return Principal{}, apperr.Unauthenticated("SCIM token expired")
 	}
-	return Principal{
-		Subject: ScimTokenSubjectPrefix + rec.ID,
-		Scopes:  map[string]bool{ScopeWrite: true, ScopeRead: true},
-		Tenants: []string{system + "/" + tenant},
-	}, nil
+	return ScimTokenPrincipal(system, tenant, rec.ID), nil
 }

@@ -227,8 +227,7 @@ func (s *server) patchGroup(cl *call) error {
 		return err
 	}
 	if wantsNoBody(cl, true) {
-		cl.c.Response().Header().Set("ETag", etag(g.Version))
-		return cl.c.NoContent(http.StatusNoContent)
+		return cl.noContent(g.Version)
 	}
 	res, err := s.renderLoaded(cl, g, proj)
 	if err != nil {
@@ -504,7 +503,7 @@ func (s *server) deleteGroupRoute(cl *call) error {
 	if _, err := s.deleteGroup.Handle(cl.ctx, cl.tenant, commands.DeleteGroup{Name: g.State.Key}, cl.meta(ifMatch)); err != nil {
 		return err
 	}
-	return cl.c.NoContent(http.StatusNoContent)
+	return cl.noContent(0)
 }
 
 func (s *server) searchGroups(cl *call) error {

@@ -428,3 +428,50 @@ func TestBackfillLookups(t *testing.T) {
 		t.Errorf("a second backfill: %+v %v", rep, err)
 	}
 }
+
+// TestABadTokenWritesNothing: the token's check runs beside the request's reads, but no
+// write and no answer comes before it: a revoked or forged token changes nothing and
+// learns nothing but 401.
+func TestABadTokenWritesNothing(t *testing.T) {
+	s := newService(t)
+	id := s.createUser("kept", "kept@example.com")
+	gid := s.scim("POST", "/Groups", `{"displayName":"Kept"}`).want(t, 201).obj(t)["id"].(string)
+	tenant := tenantOf(s)
+	admin := s.url + "/v1/systems/" + tenant.System + "/tenants/" + tenant.ID + "/scim-tokens"
+	tokenID := s.do(adminToken, "GET", admin, "").want(t, 200).obj(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	forged := "ssodir_scim." + tokenID + ".forged"
+	for _, bearer := range []string{forged, s.token} {
+		if bearer == s.token {
+			s.do(adminToken, "DELETE", admin+"/"+tokenID, "").want(t, 204)
+		}
+		for _, r := range []struct{ method, path, body string }{
+			{"POST", "/Users", `{"userName":"intruder"}`},
+			{"PATCH", "/Users/" + id, `{"Operations":[{"op":"replace","value":{"active":false}}]}`},
+			{"PUT", "/Users/" + id, `{"userName":"kept","active":false}`},
+			{"DELETE", "/Users/" + id, ``},
+			{"PATCH", "/Groups/" + gid, `{"Operations":[{"op":"add","path":"members","value":[{"value":"` + id + `"}]}]}`},
+			{"DELETE", "/Groups/" + gid, ``},
+			{"GET", "/Users/" + id, ``},
+			{"GET", "/Users/no-such-id", ``},
+			{"POST", "/Users/no-such-id", `{}`},
+			{"GET", "/Nope", ``},
+			{"POST", "/Users", `not json`},
+		} {
+			got := s.do(bearer, r.method, s.base+r.path, r.body)
+			got.wantError(t, 401, "")
+			if strings.Contains(string(got.body), "kept") || got.header.Get("ETag") != "" || got.header.Get("Location") != "" {
+				t.Errorf("%s %s told a bad token %s %v", r.method, r.path, got.body, got.header)
+			}
+		}
+	}
+	agg, err := s.store.LoadUser(t.Context(), tenant, "kept")
+	if err != nil || !agg.Live() || agg.State.Version != 1 || !agg.State.IsActive {
+		t.Errorf("the user after the bad tokens: %+v %v", agg.State, err)
+	}
+	if u, _ := s.store.LoadUser(t.Context(), tenant, "intruder"); u.Exists {
+		t.Error("a bad token created a user")
+	}
+	if g, _ := s.store.LoadGroup(t.Context(), tenant, "kept"); !g.Live() || g.State.Version != 1 {
+		t.Errorf("the group after the bad tokens: %+v", g.State)
+	}
+}

@@ -124,8 +124,7 @@ func (s *server) patchUser(cl *call) error {
 		return err
 	}
 	if wantsNoBody(cl, false) {
-		cl.c.Response().Header().Set("ETag", etag(u.Version))
-		return cl.c.NoContent(http.StatusNoContent)
+		return cl.noContent(u.Version)
 	}
 	return cl.writeResource(http.StatusOK, renderUser(u, cl.base), u.Version, proj)
 }
@@ -274,7 +273,7 @@ func (s *server) deleteUserRoute(cl *call) error {
 	if _, err := s.deleteUser.Handle(cl.ctx, cl.tenant, commands.DeleteUser{Username: u.State.Username}, cl.meta(ifMatch)); err != nil {
 		return err
 	}
-	return cl.c.NoContent(http.StatusNoContent)
+	return cl.noContent(0)
 }
 
 // searchUsers is POST /Users/.search (RFC 7644 3.4.3); any other POST to a user is 405.
