@@ -234,7 +234,7 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var found []events.User
 	for chunk := range slices.Chunk(keys, loadChunk) {
-		users, err := s.store.LoadUsers(cl.ctx, cl.tenant, chunk)
+		users, err := s.loadUsers(cl, chunk)
 		if err != nil {
 			return err
 		}
@@ -256,6 +256,19 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 		out = append(out, q.proj.apply(renderUser(u, cl.base)))
 	}
 	return cl.writeList(q, len(found), out, next)
+}
+
+// loadUsers reads users by username: one GetItem for one (a provider's match by userName,
+// the common case), a batch read for more.
+func (s *server) loadUsers(cl *call, usernames []string) (map[string]commands.UserAggregate, error) {
+	if len(usernames) != 1 {
+		return s.store.LoadUsers(cl.ctx, cl.tenant, usernames)
+	}
+	u, err := s.store.LoadUser(cl.ctx, cl.tenant, usernames[0])
+	if err != nil || !u.Exists {
+		return nil, err
+	}
+	return map[string]commands.UserAggregate{u.State.Username: u}, nil
 }
 
 func keysOf(ls []commands.Lookup) []string {
