@@ -119,6 +119,7 @@ func (s *Stage) policies() {
 				Conditions: mergeConditions(s.viaService("dynamodb"), map[string]any{"Bool": map[string]any{"kms:GrantIsForAWSResource": "true"}}),
 				Reason:     reasonTableKeyGrant},
 			{Sid: "IdempotencyKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.IdempotencyKey.SecretArn()}},
+			{Sid: "ScimTokenKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.ScimTokenKey.SecretArn()}},
 			secretKey,
 			{Sid: "Mappings", Actions: []string{"lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"},
 				Resources:  []*string{jsii.String("*")},

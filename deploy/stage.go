@@ -73,8 +73,10 @@ type Stage struct {
 	SecretsKey, DataKey awskms.Key
 	CursorKey           awssecretsmanager.Secret
 	IdempotencyKey      awssecretsmanager.Secret
-	Functions           map[string]awslambda.Function
-	LogGroups           map[string]awslogs.LogGroup
+	// ScimTokenKey is SSO_SCIM_TOKEN_KEY: the HMAC key under which SCIM tokens are stored.
+	ScimTokenKey awssecretsmanager.Secret
+	Functions    map[string]awslambda.Function
+	LogGroups    map[string]awslogs.LogGroup
 	// StreamFailures is the failure destination of the event source mappings.
 	StreamFailures awssqs.Queue
 	// Grants are the statements of each function's role, with why each is there.
@@ -141,6 +143,7 @@ func (s *Stage) systemTables() {
 	specs := []dynamo.TableSpec{
 		dynamo.ConfigTable(s.Names.Config()),
 		dynamo.IdempotencyTable(s.Names.Idempotency()),
+		dynamo.ScimTokensTable(s.Names.ScimTokens()),
 		dynamo.KeycloakSyncStatusTable(s.Names.KeycloakSyncStatus()),
 	}
 	specs = append(specs, dynamo.StreamTables(s.Names.StreamLeases(), s.Names.DeadLetters())...)
@@ -184,7 +187,8 @@ func attributeType(defs []types.AttributeDefinition, name string) awsdynamodb.At
 
 // secrets are the keys the services read from Secrets Manager at start (the environment
 // names the secret, never holds it). Each is 44 random letters and digits: valid base64
-// of 33 bytes (262 bits), as SSO_CURSOR_KEY and SSO_IDEMPOTENCY_KEY want at least 32.
+// of 33 bytes (262 bits), as SSO_CURSOR_KEY, SSO_IDEMPOTENCY_KEY and SSO_SCIM_TOKEN_KEY
+// want at least 32.
 func (s *Stage) secrets() {
 	generate := &awssecretsmanager.SecretStringGenerator{
 		PasswordLength:     jsii.Number(44),
@@ -201,6 +205,13 @@ func (s *Stage) secrets() {
 	s.IdempotencyKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("IdempotencyKey"), &awssecretsmanager.SecretProps{
 		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/idempotency-key"),
 		Description:          jsii.String("SSO_IDEMPOTENCY_KEY: the command API's key for fingerprinting Idempotency-Key requests"),
+		GenerateSecretString: generate,
+		EncryptionKey:        s.DataKey,
+		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
+	})
+	s.ScimTokenKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("ScimTokenKey"), &awssecretsmanager.SecretProps{
+		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/scim-token-key"),
+		Description:          jsii.String("SSO_SCIM_TOKEN_KEY: the command API's key for the HMAC under which SCIM tokens are stored"),
 		GenerateSecretString: generate,
 		EncryptionKey:        s.DataKey,
 		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
@@ -259,6 +270,7 @@ func (s *Stage) functions(p parameters) error {
 		CommandAPI: {memory: 1024, timeout: awscdk.Duration_Seconds(jsii.Number(29)), env: merge(common, api, map[string]*string{
 			"SSO_KMS_KEY_ID":                 s.SecretsKey.KeyArn(),
 			"SSO_IDEMPOTENCY_KEY_SECRET_ARN": s.IdempotencyKey.SecretArn(),
+			"SSO_SCIM_TOKEN_KEY_SECRET_ARN":  s.ScimTokenKey.SecretArn(),
 		})},
 		QueryAPI: {memory: 1024, timeout: awscdk.Duration_Seconds(jsii.Number(29)), env: merge(common, api, map[string]*string{
 			"SSO_CURSOR_KEY_SECRET_ARN": s.CursorKey.SecretArn(),

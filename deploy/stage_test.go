@@ -185,7 +185,7 @@ func TestSystemTablesHaveRecoveryProtectionTheStagesKeyAndTags(t *testing.T) {
 	}
 	sort.Strings(names)
 	n := dynamo.Names{Prefix: "mbcsso_prod"}
-	want := []string{n.Config(), n.DeadLetters(), n.KeycloakSyncStatus(), n.StreamLeases(), n.Idempotency()}
+	want := []string{n.Config(), n.DeadLetters(), n.KeycloakSyncStatus(), n.StreamLeases(), n.Idempotency(), n.ScimTokens()}
 	sort.Strings(want)
 	if fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Errorf("system tables %v, want %v", names, want)
@@ -264,6 +264,9 @@ func TestKeysRotateAndNoSecretIsInTheTemplate(t *testing.T) {
 	}
 	if ref := fmt.Sprint(functionEnv(t, j, QueryAPI)["SSO_CURSOR_KEY_SECRET_ARN"]); !strings.Contains(ref, "Ref:CursorKey") {
 		t.Errorf("query API's SSO_CURSOR_KEY_SECRET_ARN = %s, want the cursor key secret", ref)
+	}
+	if ref := fmt.Sprint(functionEnv(t, j, CommandAPI)["SSO_SCIM_TOKEN_KEY_SECRET_ARN"]); !strings.Contains(ref, "Ref:ScimTokenKey") {
+		t.Errorf("command API's SSO_SCIM_TOKEN_KEY_SECRET_ARN = %s, want the SCIM token key secret", ref)
 	}
 	if ref := fmt.Sprint(functionEnv(t, j, CommandAPI)["SSO_IDEMPOTENCY_KEY_SECRET_ARN"]); !strings.Contains(ref, "Ref:IdempotencyKey") {
 		t.Errorf("command API's SSO_IDEMPOTENCY_KEY_SECRET_ARN = %s, want the idempotency key secret", ref)

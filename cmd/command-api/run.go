@@ -20,6 +20,7 @@ import (
 	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/scim"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 )
 
 const usage = `usage: command-api [--help]
@@ -120,11 +121,11 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	}
 	scimKey := cfg.ScimTokenKey
 	if scimKey == nil {
-		if scimKey, err = auth.DeriveScimTokenKey(cfg.SecretKey); err != nil {
+		if scimKey, err = scimtoken.DeriveKey(cfg.SecretKey); err != nil {
 			return nil, err
 		}
 	}
-	scimHasher, err := auth.NewScimTokenHasher(scimKey)
+	scimHasher, err := scimtoken.NewHasher(scimKey)
 	if err != nil {
 		return nil, err
 	}

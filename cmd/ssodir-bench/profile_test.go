@@ -26,6 +26,7 @@ import (
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/queries"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 	"github.com/ssodir/ssodir/internal/secrets"
 )
 
@@ -93,7 +94,7 @@ func registerCommandAPI(tb testing.TB, e *echo.Echo, env *env, authn *auth.Authe
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hasher, err := auth.NewScimTokenHasher(key)
+	hasher, err := scimtoken.NewHasher(key)
 	if err != nil {
 		tb.Fatal(err)
 	}

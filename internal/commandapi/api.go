@@ -27,6 +27,7 @@ import (
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 )
 
 // Store is the write model plus what rendering a replay needs.
@@ -50,7 +51,7 @@ type Deps struct {
 	TenantGate *commands.TenantGate
 	// ScimTokens keeps the tenants' SCIM tokens; ScimTokenHasher mints them.
 	ScimTokens      commands.ScimTokenStore
-	ScimTokenHasher *auth.ScimTokenHasher
+	ScimTokenHasher *scimtoken.Hasher
 	// Log receives what a command handler cannot return (nil: nothing).
 	Log *zap.Logger
 	// Context bounds the provisionings that go on in the background, and the resumption

@@ -7,11 +7,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ssodir/ssodir/internal/apperr"
-	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 )
 
 type scimTokenBody struct {
@@ -76,7 +76,7 @@ func (a *api) deleteScimToken(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func scimTokenJSON(r auth.ScimTokenRecord) objects.ScimToken {
+func scimTokenJSON(r scimtoken.Record) objects.ScimToken {
 	out := objects.ScimToken{ID: r.ID, Name: r.Name, CreatedAt: objects.Timestamp(r.CreatedAt), CreatedBy: r.CreatedBy}
 	if !r.ExpiresAt.IsZero() {
 		e := objects.Timestamp(r.ExpiresAt)

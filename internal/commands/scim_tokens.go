@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/ssodir/ssodir/internal/apperr"
-	"github.com/ssodir/ssodir/internal/auth"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 )
 
 // ScimTokenStore keeps the tenants' SCIM tokens (their HMACs only).
 type ScimTokenStore interface {
-	PutScimToken(ctx context.Context, rec auth.ScimTokenRecord) error
-	ListScimTokens(ctx context.Context, system, tenant string) ([]auth.ScimTokenRecord, error)
+	PutScimToken(ctx context.Context, rec scimtoken.Record) error
+	ListScimTokens(ctx context.Context, system, tenant string) ([]scimtoken.Record, error)
 	// DeleteScimToken reports found false when there was no such token.
 	DeleteScimToken(ctx context.Context, system, tenant, id string) (found bool, err error)
 }
@@ -30,18 +30,18 @@ type CreateScimToken struct {
 type ScimTokenHandlers struct {
 	store   ScimTokenStore
 	tenants TenantStore
-	hasher  *auth.ScimTokenHasher
+	hasher  *scimtoken.Hasher
 	now     Clock
 	newID   IDs
 }
 
-func NewScimTokenHandlers(store ScimTokenStore, tenants TenantStore, hasher *auth.ScimTokenHasher, now Clock, newID IDs) ScimTokenHandlers {
+func NewScimTokenHandlers(store ScimTokenStore, tenants TenantStore, hasher *scimtoken.Hasher, now Clock, newID IDs) ScimTokenHandlers {
 	return ScimTokenHandlers{store: store, tenants: tenants, hasher: hasher, now: now, newID: newID}
 }
 
 // Create stores a new token and returns it with the token itself, which is never shown
 // again: only its HMAC is kept.
-func (h ScimTokenHandlers) Create(ctx context.Context, cmd CreateScimToken, actor string) (auth.ScimTokenRecord, string, error) {
+func (h ScimTokenHandlers) Create(ctx context.Context, cmd CreateScimToken, actor string) (scimtoken.Record, string, error) {
 	now := h.now().UTC().Truncate(time.Millisecond)
 	var p problems
 	checkText(&p, "name", cmd.Name, maxScimTokenName, false)
@@ -52,28 +52,28 @@ func (h ScimTokenHandlers) Create(ctx context.Context, cmd CreateScimToken, acto
 		p.Add("expires_at", "must be in the future")
 	}
 	if err := p.Err(invalidRequest); err != nil {
-		return auth.ScimTokenRecord{}, "", err
+		return scimtoken.Record{}, "", err
 	}
 	if _, err := h.tenants.GetTenant(ctx, cmd.System, cmd.Tenant); err != nil {
-		return auth.ScimTokenRecord{}, "", err
+		return scimtoken.Record{}, "", err
 	}
-	rec := auth.ScimTokenRecord{System: cmd.System, Tenant: cmd.Tenant, ID: h.newID(), Name: cmd.Name, CreatedBy: actor, CreatedAt: now}
+	rec := scimtoken.Record{System: cmd.System, Tenant: cmd.Tenant, ID: h.newID(), Name: cmd.Name, CreatedBy: actor, CreatedAt: now}
 	if cmd.ExpiresAt != nil {
 		rec.ExpiresAt = cmd.ExpiresAt.UTC().Truncate(time.Millisecond)
 	}
 	token, hash, err := h.hasher.Mint(rec.ID)
 	if err != nil {
-		return auth.ScimTokenRecord{}, "", apperr.Internal(err)
+		return scimtoken.Record{}, "", apperr.Internal(err)
 	}
 	rec.Hash = hash
 	if err := h.store.PutScimToken(ctx, rec); err != nil {
-		return auth.ScimTokenRecord{}, "", err
+		return scimtoken.Record{}, "", err
 	}
 	return rec, token, nil
 }
 
 // List are a tenant's tokens, without secrets.
-func (h ScimTokenHandlers) List(ctx context.Context, system, tenant string) ([]auth.ScimTokenRecord, error) {
+func (h ScimTokenHandlers) List(ctx context.Context, system, tenant string) ([]scimtoken.Record, error) {
 	if _, err := h.tenants.GetTenant(ctx, system, tenant); err != nil {
 		return nil, err
 	}

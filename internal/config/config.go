@@ -536,7 +536,7 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 // SecretVariables may be given by reference: <name>_SECRET_ARN names an AWS Secrets
 // Manager secret whose string is the value, read once at start (a stage on AWS keeps no
 // secret in a function's environment: docs/aws.md).
-var SecretVariables = []string{"SSO_SECRET_KEY", "SSO_IDEMPOTENCY_KEY", "SSO_CURSOR_KEY", "SSO_BOOTSTRAP_TOKEN"}
+var SecretVariables = []string{"SSO_SECRET_KEY", "SSO_IDEMPOTENCY_KEY", "SSO_SCIM_TOKEN_KEY", "SSO_CURSOR_KEY", "SSO_BOOTSTRAP_TOKEN"}
 
 // SecretRefSuffix makes a secret variable's reference: SSO_CURSOR_KEY_SECRET_ARN.
 const SecretRefSuffix = "_SECRET_ARN"

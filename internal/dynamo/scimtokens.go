@@ -11,14 +11,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 )
 
-var (
-	_ commands.ScimTokenStore = (*ScimTokenStore)(nil)
-	_ auth.ScimTokenLookup    = (*ScimTokenStore)(nil)
-)
+// It is also auth.ScimTokenLookup (GetScimToken); dynamo does not import auth, whose OIDC
+// dependencies the deploy module does not carry.
+var _ commands.ScimTokenStore = (*ScimTokenStore)(nil)
 
 // scimTokenPurgeAfter is how long an expired token's row stays (listed as expired) before
 // DynamoDB's TTL removes it.
@@ -50,7 +49,7 @@ type scimTokenItem struct {
 func scimTokenTenant(system, tenant string) string { return system + "/" + tenant }
 
 // PutScimToken stores a new token; its id is new, so an existing one is never overwritten.
-func (s *ScimTokenStore) PutScimToken(ctx context.Context, rec auth.ScimTokenRecord) error {
+func (s *ScimTokenStore) PutScimToken(ctx context.Context, rec scimtoken.Record) error {
 	it := scimTokenItem{Tenant: scimTokenTenant(rec.System, rec.Tenant), TokenID: rec.ID, Name: rec.Name, Hash: rec.Hash,
 		CreatedBy: rec.CreatedBy, CreatedAt: FormatTime(rec.CreatedAt)}
 	if !rec.ExpiresAt.IsZero() {
@@ -70,25 +69,25 @@ func (s *ScimTokenStore) PutScimToken(ctx context.Context, rec auth.ScimTokenRec
 }
 
 // GetScimToken reads a token strongly consistently, so a revoked one fails at once.
-func (s *ScimTokenStore) GetScimToken(ctx context.Context, system, tenant, id string) (auth.ScimTokenRecord, bool, error) {
+func (s *ScimTokenStore) GetScimToken(ctx context.Context, system, tenant, id string) (scimtoken.Record, bool, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"tenant": str(scimTokenTenant(system, tenant)), "token_id": str(id)}})
 	if err != nil {
-		return auth.ScimTokenRecord{}, false, fmt.Errorf("get SCIM token: %w", translate(err))
+		return scimtoken.Record{}, false, fmt.Errorf("get SCIM token: %w", translate(err))
 	}
 	if out.Item == nil {
-		return auth.ScimTokenRecord{}, false, nil
+		return scimtoken.Record{}, false, nil
 	}
 	rec, err := decodeScimToken(system, tenant, out.Item)
 	return rec, err == nil, err
 }
 
 // ListScimTokens lists a tenant's tokens by id.
-func (s *ScimTokenStore) ListScimTokens(ctx context.Context, system, tenant string) ([]auth.ScimTokenRecord, error) {
+func (s *ScimTokenStore) ListScimTokens(ctx context.Context, system, tenant string) ([]scimtoken.Record, error) {
 	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:    aws.String("tenant = :t"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(scimTokenTenant(system, tenant))}})
-	var out []auth.ScimTokenRecord
+	var out []scimtoken.Record
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -120,12 +119,12 @@ func (s *ScimTokenStore) DeleteScimToken(ctx context.Context, system, tenant, id
 	return true, nil
 }
 
-func decodeScimToken(system, tenant string, item map[string]types.AttributeValue) (auth.ScimTokenRecord, error) {
+func decodeScimToken(system, tenant string, item map[string]types.AttributeValue) (scimtoken.Record, error) {
 	var it scimTokenItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return auth.ScimTokenRecord{}, fmt.Errorf("decode SCIM token: %w", err)
+		return scimtoken.Record{}, fmt.Errorf("decode SCIM token: %w", err)
 	}
-	rec := auth.ScimTokenRecord{System: system, Tenant: tenant, ID: it.TokenID, Name: it.Name, Hash: it.Hash, CreatedBy: it.CreatedBy}
+	rec := scimtoken.Record{System: system, Tenant: tenant, ID: it.TokenID, Name: it.Name, Hash: it.Hash, CreatedBy: it.CreatedBy}
 	rec.CreatedAt, _ = ParseTime(it.CreatedAt)
 	if it.ExpiresAt != "" {
 		rec.ExpiresAt, _ = ParseTime(it.ExpiresAt)

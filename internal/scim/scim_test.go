@@ -27,6 +27,7 @@ import (
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/scim"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 	"github.com/ssodir/ssodir/internal/secrets"
 )
 
@@ -52,7 +53,7 @@ func newService(t *testing.T) *service {
 	local := dynamotest.Current(t)
 	db := local.DynamoDB()
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("scim")}
-	if err := dynamo.EnsureSharedTables(ctx, db, names); err != nil {
+	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	key := make([]byte, 32)
@@ -62,7 +63,7 @@ func newService(t *testing.T) *service {
 		t.Fatal(err)
 	}
 	fingerprints, _ := commands.NewFingerprinter(key)
-	hasher, _ := auth.NewScimTokenHasher(key)
+	hasher, _ := scimtoken.NewHasher(key)
 	iss := authtest.NewIssuer(t)
 	t.Cleanup(iss.Close)
 	authn, err := auth.New(ctx, auth.Config{BootstrapToken: adminToken, OIDCIssuer: iss.URL, OIDCAudience: authtest.Audience}, http.DefaultClient, zap.NewNop())

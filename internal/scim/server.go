@@ -21,6 +21,7 @@ import (
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
 	"github.com/ssodir/ssodir/internal/identity"
+	"github.com/ssodir/ssodir/internal/scimtoken"
 )
 
 // Store is the write model: the command handlers' store, plus the consistent reads this
@@ -179,14 +180,14 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		var p auth.Principal
-		if id, ok := auth.ScimTokenID(token); ok {
+		if id, ok := scimtoken.ID(token); ok {
 			// The token's check runs beside the request's first reads (authgate.go).
 			p = auth.ScimTokenPrincipal(system, tenant, id)
 			ctx := startCheck(c.Request().Context(), func(ctx context.Context) (auth.Principal, error) {
 				return s.tokens.Authenticate(ctx, system, tenant, token)
 			})
 			c.SetRequest(c.Request().WithContext(ctx))
-		} else if auth.IsScimToken(token) {
+		} else if scimtoken.Is(token) {
 			return apperr.Unauthenticated("invalid SCIM token")
 		} else {
 			if p, err = s.auth.Authenticate(c.Request().Context(), token); err != nil {

@@ -21,6 +21,7 @@ const (
 	stageDataKey        = "arn:aws:kms:us-east-1:000000000000:key/data-key"
 	stageCursorKey      = "arn:aws:secretsmanager:us-east-1:000000000000:secret:ssodir/prod/cursor-key-AbCdEf"
 	stageIdempotencyKey = "arn:aws:secretsmanager:us-east-1:000000000000:secret:ssodir/prod/idempotency-key-AbCdEf"
+	stageScimTokenKey   = "arn:aws:secretsmanager:us-east-1:000000000000:secret:ssodir/prod/scim-token-key-AbCdEf"
 )
 
 // TestAStageConfiguredAsTheStackConfiguresIt runs the four services with the settings
@@ -34,6 +35,7 @@ func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
 	fake := newAWSFake(t, stageSecretsKey, map[string]string{
 		stageCursorKey:      "Q3Vyc29yS2V5T2ZUaGVTdGFnZUZvclRlc3RpbmdPbmx5",
 		stageIdempotencyKey: "SWRlbXBvdGVuY3lLZXlPZlRoZVN0YWdlRm9yVGVzdHM0",
+		stageScimTokenKey:   "U2NpbVRva2VuS2V5T2ZUaGVTdGFnZUZvclRlc3RzT24x",
 	})
 	kc := keycloaktest.NewServer(t, keycloaktest.Config{TokenLifetime: 30 * time.Second})
 	kc.AddRealm(realm, "ssodir-sync", "sync-secret")
@@ -48,7 +50,8 @@ func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
 
 	common := []string{"SSO_STAGE=prod", "SSO_SYSTEM_TABLES=existing", "SSO_TABLE_PITR=false", "SSO_TABLE_DELETION_PROTECTION=true",
 		"SSO_TABLE_KMS_KEY=" + stageDataKey, "AWS_ENDPOINT_URL_KMS=" + fake.srv.URL, "AWS_ENDPOINT_URL_SECRETS_MANAGER=" + fake.srv.URL}
-	commandVars := append(common, "SSO_KMS_KEY_ID="+stageSecretsKey, "SSO_IDEMPOTENCY_KEY_SECRET_ARN="+stageIdempotencyKey)
+	commandVars := append(common, "SSO_KMS_KEY_ID="+stageSecretsKey, "SSO_IDEMPOTENCY_KEY_SECRET_ARN="+stageIdempotencyKey,
+		"SSO_SCIM_TOKEN_KEY_SECRET_ARN="+stageScimTokenKey)
 	api := e.start("command-api", commandVars...)
 	query := e.start("query-api", append(common, "SSO_CURSOR_KEY_SECRET_ARN="+stageCursorKey)...)
 	e.start("projector", common...)
