@@ -112,8 +112,8 @@ func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
 		t.Errorf("KMS calls: %d GenerateDataKey, %d Decrypt; want the secrets sealed and opened with the stage's key",
 			fake.count("TrentService.GenerateDataKey"), fake.count("TrentService.Decrypt"))
 	}
-	if n := fake.count("secretsmanager.GetSecretValue"); n != 3 {
-		t.Errorf("%d secrets read, want 3 (the command API's key at each of its two starts, the query API's once)", n)
+	if n := fake.count("secretsmanager.GetSecretValue"); n != 5 {
+		t.Errorf("%d secrets read, want 5 (the command API's two keys, idempotency and SCIM token, at each of its two starts, the query API's once)", n)
 	}
 	for _, table := range []string{names.Commands("kc", "t1"), names.Users("kc", "t1", 0), names.Activities("kc", "t1", 0)} {
 		d, err := e.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
