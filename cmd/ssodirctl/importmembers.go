@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ssodir/ssodir/client"
 )
@@ -12,23 +13,36 @@ import (
 // importMembers sends an import's memberships as members changes (POST
 // /groups/{name}/members), group by group, while the users are still being created: a
 // group has at most one change in flight, so its changes never race one another for the
-// group's version, and each takes every membership of the lines that finished while the
-// one before it ran, up to the limits of one request. A thousand lines of one group cost a
-// handful of commands instead of a thousand that queue behind one group version.
+// group's version. A change goes out once memberBatch memberships of the group are waiting
+// (up to the limits of one request), once the oldest has waited memberWait, or once every
+// line is done: a thousand lines of one group cost a few commands instead of a thousand
+// that queue behind one group version, and each command's own cost (its transaction, its
+// reads of the group) is shared by hundreds of members.
 type importMembers struct {
 	t   *client.TenantClient
 	sum *summary
 
 	mu     sync.Mutex
 	groups map[string]*memberQueue // by lower-cased name
+	// done is closed when every line is done: what waits goes out at once.
+	done   chan struct{}
+	closed bool
 	wg     sync.WaitGroup
 	err    error
 }
+
+// memberBatch and memberWait decide when a group's waiting memberships go out.
+const (
+	memberBatch = 500
+	memberWait  = 2 * time.Second
+)
 
 type memberQueue struct {
 	name    string
 	pending []pendingMember
 	sending bool
+	// full is signalled when memberBatch memberships wait.
+	full chan struct{}
 	// version is the group's version after its last change, for the read back.
 	version int64
 }
@@ -36,10 +50,11 @@ type memberQueue struct {
 type pendingMember struct {
 	line     int
 	username string
+	at       time.Time
 }
 
 func newImportMembers(t *client.TenantClient, sum *summary) *importMembers {
-	return &importMembers{t: t, sum: sum, groups: map[string]*memberQueue{}}
+	return &importMembers{t: t, sum: sum, groups: map[string]*memberQueue{}, done: make(chan struct{})}
 }
 
 // add queues the membership of line's user in group and starts the group's sender if it
@@ -50,10 +65,16 @@ func (m *importMembers) add(ctx context.Context, group string, line int, usernam
 	key := strings.ToLower(group)
 	q, ok := m.groups[key]
 	if !ok {
-		q = &memberQueue{name: group}
+		q = &memberQueue{name: group, full: make(chan struct{}, 1)}
 		m.groups[key] = q
 	}
-	q.pending = append(q.pending, pendingMember{line: line, username: username})
+	q.pending = append(q.pending, pendingMember{line: line, username: username, at: time.Now()})
+	if len(q.pending) >= memberBatch {
+		select {
+		case q.full <- struct{}{}:
+		default:
+		}
+	}
 	if !q.sending {
 		q.sending = true
 		m.wg.Add(1)
@@ -70,6 +91,17 @@ func (m *importMembers) send(ctx context.Context, q *memberQueue) {
 			q.sending = false
 			m.mu.Unlock()
 			return
+		}
+		if wait := memberWait - time.Since(q.pending[0].at); len(q.pending) < memberBatch && wait > 0 && !m.closed {
+			m.mu.Unlock()
+			select {
+			case <-q.full:
+			case <-m.done:
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			continue
 		}
 		names := make([]string, len(q.pending))
 		for i, p := range q.pending {
@@ -143,9 +175,15 @@ func (m *importMembers) change(ctx context.Context, q *memberQueue, batch []pend
 	return nil
 }
 
-// wait waits for every group's changes and returns the first failure, and the groups'
-// versions after them.
+// wait sends what waits at once, waits for every group's changes, and returns the first
+// failure and the groups' versions after them.
 func (m *importMembers) wait() (map[string]int64, error) {
+	m.mu.Lock()
+	if !m.closed {
+		m.closed = true
+		close(m.done)
+	}
+	m.mu.Unlock()
 	m.wg.Wait()
 	versions := map[string]int64{}
 	for _, q := range m.groups {
