@@ -452,13 +452,15 @@ func reason(e *client.Error) string {
 
 func importGroups(s *settings) *cobra.Command {
 	var o importOptions
+	var rb readBack
 	cmd := &cobra.Command{
 		Use:   "groups FILE",
 		Short: "Import groups from a JSON Lines file (- for stdin), as export groups writes them",
 		Long: `Import groups from a JSON Lines file (- for stdin): one object per line with name
 (required), description and attributes — the format export groups writes. Lines are
 checked first as for import users; a group already there with the same description and
-attributes is unchanged, one with others is a conflict.`,
+attributes is unchanged, one with others is a conflict. With --wait (the default) it ends
+once the query API shows every group it created.`,
 		Example: `  ssodirctl export groups -t old > groups.jsonl && ssodirctl import groups -t new groups.jsonl`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -504,6 +506,10 @@ attributes is unchanged, one with others is a conflict.`,
 				}
 				return outcome{status: "conflict", reason: "the directory already holds this group name with another description or attributes"}
 			}
+			var (
+				createdMu sync.Mutex
+				created   = map[string]int64{}
+			)
 			g, gctx := errgroup.WithContext(cmd.Context())
 			g.SetLimit(o.concurrency)
 			for _, l := range lines {
@@ -522,9 +528,12 @@ attributes is unchanged, one with others is a conflict.`,
 					o := outcome{line: l.no, name: r.Name, status: "created"}
 					switch {
 					case err == nil:
-						if created, perr := time.Parse(time.RFC3339, got.CreatedAt); perr == nil && created.Before(start) {
+						if at, perr := time.Parse(time.RFC3339, got.CreatedAt); perr == nil && at.Before(start) {
 							o.status = "unchanged"
 						}
+						createdMu.Lock()
+						created[got.Name] = got.Version
+						createdMu.Unlock()
 					case client.HasCode(err, client.CodeGroupExists):
 						have, err := t.GetGroup(gctx, r.Name)
 						if err != nil {
@@ -546,6 +555,9 @@ attributes is unchanged, one with others is a conflict.`,
 			if err := g.Wait(); err != nil {
 				return fmt.Errorf("import stopped (run it again to resume; nothing is written twice): %w", err)
 			}
+			for name, v := range created {
+				rb.group(cmd.Context(), s, t, name, v)
+			}
 			if err := sum.print(p, "groups"); err != nil {
 				return err
 			}
@@ -553,6 +565,7 @@ attributes is unchanged, one with others is a conflict.`,
 		},
 	}
 	o.add(cmd)
+	rb.add(cmd)
 	return cmd
 }
 
