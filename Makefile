@@ -28,7 +28,7 @@ STAGE ?= dev
 # What the CDK command line needs to run offline and quietly.
 CDK_ENV := CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: all build run test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
+.PHONY: all build run run-clean test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
 
 all: build
 
@@ -37,7 +37,12 @@ build:
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES)) ./cmd/ssodirctl
 
 # Starts DynamoDB Local, the four services and a demo tenant; Ctrl-C stops everything.
+# The tables stay in .data/dynamodb/ for the next run; run-clean starts without them.
 run: build
+	scripts/run-dev.sh
+
+run-clean: build
+	rm -rf .data/dynamodb .data/logs
 	scripts/run-dev.sh
 
 dynamodb-local:

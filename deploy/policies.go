@@ -75,7 +75,6 @@ const (
 		"internal/dynamo's TestTenantTablesGetTheStagesSettingsAndDroppingTurnsDeletionProtectionOffFirst checks these requests"
 	reasonDrop = "dropping a tenant's tables on purpose (deletion protection off, then DeleteTable) when a provisioning hits the account's table quota: " +
 		"the end-to-end tests never reach the quota; cmd/command-api's provisioning tests and internal/dynamo's table settings test cover it"
-	reasonCleanup  = "deleting a user or group with more memberships than one transaction holds removes the rest in batches; no end-to-end test deletes one that large"
 	reasonMappings = "provisioning in Lambda mode (SSO_LAMBDA_PROJECTOR_ARN, SSO_LAMBDA_KEYCLOAK_SYNC_ARN) creates and removes each tenant's mappings (issue 24)"
 )
 
@@ -102,11 +101,11 @@ func (s *Stage) policies() {
 
 	s.Grants = map[string][]Grant{
 		CommandAPI: {
+			// BatchWriteItem: a members change writes its membership items in batches.
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-				"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:DescribeTable"},
+				"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
-			{Sid: "Cleanup", Actions: []string{"dynamodb:BatchWriteItem"}, Resources: s.tables(), Reason: reasonCleanup},
 			{Sid: "TenantTables", Actions: []string{"dynamodb:CreateTable", "dynamodb:TagResource", "dynamodb:DescribeTimeToLive",
 				"dynamodb:UpdateTimeToLive"}, Resources: s.tenantTables()},
 			{Sid: "TenantTablesBackups", Actions: []string{"dynamodb:DescribeContinuousBackups", "dynamodb:UpdateContinuousBackups"},

@@ -7,7 +7,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 query="http://${SSO_QUERY_ADDR:-127.0.0.1:8081}"
 tenant="${1:-demo/acme}"
-token=$(cat "$root/.data/dev-token" 2>/dev/null) || { echo "no .data/dev-token: start the services with make run" >&2; exit 1; }
+data="${SSODIR_DATA_DIR:-$root/.data}"
+token=$(cat "$data/dev-token" 2>/dev/null) || { echo "no $data/dev-token: start the services with make run" >&2; exit 1; }
 answer=$(curl -fsS -X POST -H "Authorization: Bearer $token" "$query/console/dev-codes") ||
   { echo "the query API at $query did not mint a code: is make run running?" >&2; exit 1; }
 code=$(printf '%s' "$answer" | sed -n 's/.*"code":"\([^"]*\)".*/\1/p')

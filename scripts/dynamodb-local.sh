@@ -4,8 +4,11 @@
 #
 #   scripts/dynamodb-local.sh install            download and unpack into .cache/ (idempotent)
 #   scripts/dynamodb-local.sh path               print the emulator folder (installs first)
-#   scripts/dynamodb-local.sh start [PORT]       start in memory on PORT (default: a free port),
-#                                                wait until it answers, print its endpoint
+#   scripts/dynamodb-local.sh start [PORT]       start on PORT (default: a free port), wait until
+#                                                it answers, print its endpoint; in memory, or
+#                                                with its tables in the directory
+#                                                DYNAMODB_LOCAL_DB_PATH (shared by every
+#                                                access key and region) when that is set
 #   scripts/dynamodb-local.sh stop               stop the instance started by `start`
 set -euo pipefail
 
@@ -72,8 +75,13 @@ start() {
   if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     echo "http://127.0.0.1:$(cat "$portfile")"; return 0
   fi
+  local storage=(-inMemory)
+  if [ -n "${DYNAMODB_LOCAL_DB_PATH:-}" ]; then
+    mkdir -p "$DYNAMODB_LOCAL_DB_PATH"
+    storage=(-dbPath "$(cd "$DYNAMODB_LOCAL_DB_PATH" && pwd)" -sharedDb)
+  fi
   (cd "$cache/emulator" && exec java -Xmx${DYNAMODB_LOCAL_XMX:-2g} -Djava.library.path=./DynamoDBLocal_lib \
-      -jar DynamoDBLocal.jar -inMemory -disableTelemetry -port "$port") >"$state/dynamodb-local.log" 2>&1 &
+      -jar DynamoDBLocal.jar "${storage[@]}" -disableTelemetry -port "$port") >"$state/dynamodb-local.log" 2>&1 &
   echo $! >"$pidfile"
   echo "$port" >"$portfile"
   wait_ready "$port" || { stop; die "did not answer on port $port (see $state/dynamodb-local.log)"; }

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # `make run`: DynamoDB Local, the four ssodir services and a demo tenant on this machine.
-# Ctrl-C (or SIGTERM) stops everything again.
+# Ctrl-C (or SIGTERM) stops everything again. The data stays in .data/ (DynamoDB Local's
+# tables in .data/dynamodb/) for the next run; `make run-clean` starts from nothing.
+#
+# SSODIR_DATA_DIR (default .data) and SSODIR_BIN_DIR (default bin) move the data and the
+# binaries (the tests do); DYNAMODB_LOCAL_PORT and the SSO_*_ADDR variables the ports.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-data="$root/.data"
-mkdir -p "$data/logs"
+data="${SSODIR_DATA_DIR:-$root/.data}"
+bin="${SSODIR_BIN_DIR:-$root/bin}"
+export SSODIR_DATA_DIR="$data"
+mkdir -p "$data/logs" "$data/dynamodb"
 
 # Development keys and token, made once and kept in .data/ (never committed). The query
 # API gets its own cursor key and never the key that opens passwords.
@@ -14,7 +20,9 @@ mkdir -p "$data/logs"
 [ -s "$data/dev-token" ] || echo "dev-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')" >"$data/dev-token"
 token=$(cat "$data/dev-token")
 
-endpoint=$(scripts/dynamodb-local.sh start "${DYNAMODB_LOCAL_PORT:-}")
+# On disk, so that the tables outlive the run (writes cost DynamoDB Local about three
+# times what they cost in memory: shared/DYNAMODB-LOCAL.md).
+endpoint=$(DYNAMODB_LOCAL_DB_PATH="$data/dynamodb" scripts/dynamodb-local.sh start "${DYNAMODB_LOCAL_PORT:-}")
 
 export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy
 export AWS_ENDPOINT_URL_DYNAMODB="$endpoint" AWS_ENDPOINT_URL_DYNAMODB_STREAMS="$endpoint"
@@ -28,15 +36,21 @@ export SSO_PROJECTOR_ADDR="${SSO_PROJECTOR_ADDR:-127.0.0.1:8082}" SSO_KEYCLOAK_S
 # The web console is served by the query API and calls the other services from the browser.
 export SSO_CORS_ORIGINS="${SSO_CORS_ORIGINS:-http://$SSO_QUERY_ADDR}"
 
-pids=()
+# The supervised processes: their pids, names and log files, in start order.
+pids=() names=() logs=()
 stop() {
   trap - INT TERM EXIT
-  echo "stopping…"
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   scripts/dynamodb-local.sh stop
 }
-trap stop INT TERM EXIT
+interrupted() {
+  echo "stopping (interrupted); the data stays in $data" >&2
+  stop
+  exit 0
+}
+trap interrupted INT TERM
+trap stop EXIT
 
 wait_ready() {
   local name=$1 addr=$2
@@ -45,6 +59,7 @@ wait_ready() {
     sleep 0.1
   done
   echo "$name did not become ready; see $data/logs/$name.log" >&2
+  tail -n 20 "$data/logs/$name.log" >&2 || true
   exit 1
 }
 
@@ -55,10 +70,14 @@ start() {
   shift 2
   local unset=()
   [ "$name" = query-api ] && unset=(-u SSO_SECRET_KEY)
-  env "${unset[@]}" "$@" "$root/bin/$name" >>"$data/logs/$name.log" 2>&1 &
-  pids+=($!)
+  env "${unset[@]}" "$@" "$bin/$name" >>"$data/logs/$name.log" 2>&1 &
+  pids+=($!) names+=("$name") logs+=("$data/logs/$name.log")
   wait_ready "$name" "$addr"
 }
+
+# DynamoDB Local is not this shell's child (the start script leaves it running), so it is
+# watched by its pid like the services.
+pids+=("$(cat "$data/dynamodb-local.pid")") names+=("DynamoDB Local") logs+=("$data/dynamodb-local.log")
 
 # The command API creates the shared tables the others read.
 start command-api "$SSO_COMMAND_ADDR"
@@ -73,6 +92,12 @@ start keycloak-sync "$SSO_KEYCLOAK_SYNC_ADDR"
 api() { curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@" >/dev/null; }
 base="http://$SSO_COMMAND_ADDR/v1/systems/demo/tenants"
 api -X POST "$base" -d '{"tenant_id":"acme"}'
+# Its tables may take longer than the command API waits for them (DynamoDB Local on disk).
+for _ in $(seq 1 600); do
+  curl -fsS -H "Authorization: Bearer $token" "http://$SSO_QUERY_ADDR/v1/systems/demo/tenants/acme" 2>/dev/null \
+    | grep -q '"status":"active"' && break
+  sleep 0.1
+done
 if api -X POST "$base/acme/users" -H 'Idempotency-Key: demo-jdoe' \
      -d '{"username":"jdoe","email":"jdoe@example.com","first_name":"Jane","last_name":"Doe"}' 2>/dev/null; then
   api -X POST "$base/acme/users" -H 'Idempotency-Key: demo-rroe' \
@@ -83,7 +108,7 @@ fi
 
 cat <<MSG
 
-ssodir is running (logs in .data/logs/, Ctrl-C stops everything).
+ssodir is running (data and logs in $data/, Ctrl-C stops everything).
 
   command API    http://$SSO_COMMAND_ADDR      (OpenAPI: /openapi.json)
   query API      http://$SSO_QUERY_ADDR
@@ -99,5 +124,17 @@ ssodir is running (logs in .data/logs/, Ctrl-C stops everything).
   curl -H 'Authorization: Bearer $token' http://$SSO_QUERY_ADDR/v1/systems/demo/tenants/acme/users
 MSG
 
-wait -n "${pids[@]}" || true
-echo "a service exited; see .data/logs/" >&2
+# Supervise: when one process ends, say which, show the end of its log, and stop the rest.
+while :; do
+  for i in "${!pids[@]}"; do
+    kill -0 "${pids[$i]}" 2>/dev/null && continue
+    status=0
+    wait "${pids[$i]}" 2>/dev/null || status=$?
+    [ "${names[$i]}" = "DynamoDB Local" ] && status="unknown: not a child of this script"
+    echo "${names[$i]} exited (status $status); its log is ${logs[$i]}; stopping the others" >&2
+    tail -n 20 "${logs[$i]}" 2>/dev/null | sed 's/^/  | /' >&2 || true
+    exit 1
+  done
+  sleep 0.5 &
+  wait $! || true
+done

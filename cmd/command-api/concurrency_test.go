@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -160,6 +161,37 @@ func TestConcurrentWrites(t *testing.T) {
 			return a.do(t, "PUT", base+fmt.Sprint("/groups/crowd/members/mover-", i), nil, "If-Match", `"1"`)
 		})
 		wantTally(t, tally(t, replies), map[string]int{"204": 1, "412 version_mismatch": writers - 1})
+	})
+
+	t.Run("32 members changes with the group's If-Match: exactly one is applied", func(t *testing.T) {
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "bulk-crowd"}).want(t, http.StatusCreated)
+		replies := concurrently(t, writers, func(i int) reply {
+			return a.do(t, "POST", base+"/groups/bulk-crowd/members", map[string]any{"add": []string{fmt.Sprint("mover-", i)}}, "If-Match", `"1"`)
+		})
+		wantTally(t, tally(t, replies), map[string]int{"200": 1, "412 version_mismatch": writers - 1})
+	})
+
+	t.Run("32 members changes without If-Match all land, one version each", func(t *testing.T) {
+		a.do(t, "POST", base+"/groups", map[string]any{"name": "bulk-open"}).want(t, http.StatusCreated)
+		replies := concurrently(t, writers, func(i int) reply {
+			return a.do(t, "POST", base+"/groups/bulk-open/members", map[string]any{
+				"add": []string{fmt.Sprint("mover-", i), fmt.Sprint("mover-", (i+1)%writers)}})
+		})
+		wantTally(t, tally(t, replies), map[string]int{"200": writers})
+		// Each adds two users, one of which its neighbour may have added first: every user
+		// is a member, and every change that added someone took a version of its own.
+		members, changes := 0, map[string]bool{}
+		for k, it := range snapshot(t, a, a.commandsTable(base)) {
+			if strings.HasPrefix(k, "group#bulk-open|member#") {
+				members++
+			}
+			if strings.HasPrefix(k, "group#bulk-open|config#") && attrS(it, "event_type") == "group.members_changed" {
+				changes[k] = true
+			}
+		}
+		if members != writers || len(changes) < writers/2 || len(changes) > writers {
+			t.Errorf("%d members and %d recorded changes, want %d members from %d to %d changes", members, len(changes), writers, writers/2, writers)
+		}
 	})
 
 	t.Run("32 member PUTs without If-Match all land, one version each", func(t *testing.T) {

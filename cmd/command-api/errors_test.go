@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -107,6 +108,11 @@ func TestErrors(t *testing.T) {
 			status: 404, code: "not_found"},
 		{name: "a member of an unknown group is not found", method: "PUT", path: "/groups/nobody/members/jdoe", status: 404, code: "not_found"},
 		{name: "an unknown user as a member is not found", method: "PUT", path: "/groups/admins/members/nobody", status: 404, code: "not_found"},
+		{name: "a members change naming unknown users is not found, each named", method: "POST", path: "/groups/admins/members",
+			body: map[string]any{"add": []string{"jdoe", "nobody"}, "remove": []string{"ghost"}}, status: 404, code: "not_found",
+			fields: []string{"add", "remove"}},
+		{name: "a members change of an unknown group is not found", method: "POST", path: "/groups/nobody/members",
+			body: map[string]any{"add": []string{"jdoe"}}, status: 404, code: "not_found"},
 		{name: "an unknown route is not found", method: "GET", path: "/v1/nothing/here", status: 404, code: "not_found"},
 		{name: "an unknown route under a tenant is not found", method: "POST", path: "/widgets", body: map[string]any{}, status: 404, code: "not_found"},
 
@@ -139,6 +145,8 @@ func TestErrors(t *testing.T) {
 			header: []string{"If-Match", `"7"`}, status: 412, code: "version_mismatch"},
 		{name: "a stale If-Match of the group on a member fails", method: "PUT", path: "/groups/admins/members/jdoe",
 			header: []string{"If-Match", `"2"`}, status: 412, code: "version_mismatch"},
+		{name: "a stale If-Match of the group on a members change fails", method: "POST", path: "/groups/admins/members",
+			body: map[string]any{"add": []string{"jdoe"}}, header: []string{"If-Match", `"2"`}, status: 412, code: "version_mismatch"},
 		{name: "a stale If-Match on a password fails", method: "PUT", path: "/users/jdoe/password",
 			body: map[string]any{"password": "long enough"}, header: []string{"If-Match", `W/"1"`}, status: 412, code: "version_mismatch"},
 
@@ -171,6 +179,14 @@ func TestErrors(t *testing.T) {
 			body:   map[string]any{"url": "ftp://kc", "realm": "a/b", "client_id": "", "client_secret": "", "on_delete": "never"},
 			status: 400, code: "validation_failed",
 			fields: []string{"keycloak.client_id", "keycloak.client_secret", "keycloak.on_delete", "keycloak.realm", "keycloak.url"}},
+		{name: "a members change of more than 1,000 usernames is invalid", method: "POST", path: "/groups/admins/members",
+			body: map[string]any{"add": manyNames(600, "a"), "remove": manyNames(401, "r")}, status: 400, code: "validation_failed",
+			fields: []string{"add"}},
+		{name: "a members change's malformed usernames and a user both added and removed are invalid, each named",
+			method: "POST", path: "/groups/admins/members", body: map[string]any{"add": []string{"jdoe", "no body"}, "remove": []string{"JDOE"}},
+			status: 400, code: "validation_failed", fields: []string{"add[1]", "remove[0]"}},
+		{name: "a members change with an unknown field is invalid", method: "POST", path: "/groups/admins/members",
+			body: map[string]any{"add": []string{"jdoe"}, "replace": true}, status: 400, code: "validation_failed", fields: []string{"replace"}},
 		{name: "a body on a route that takes none must be JSON", method: "POST", path: "/users/jdoe/deactivate", body: "nonsense",
 			status: 400, code: "validation_failed"},
 		{name: "a malformed If-Match is invalid", method: "PATCH", path: "/users/jdoe", body: map[string]any{"first_name": "x"},
@@ -237,5 +253,18 @@ func TestErrors(t *testing.T) {
 		if r.etag() != 2 {
 			t.Errorf("jdoe is at version %d, want 2", r.etag())
 		}
+		g := a.do(t, "PATCH", base+"/groups/admins", map[string]any{}).want(t, http.StatusOK)
+		if g.etag() != 1 {
+			t.Errorf("Admins is at version %d, want 1: a refused members change changed it", g.etag())
+		}
 	})
+}
+
+// manyNames are n valid usernames with prefix.
+func manyNames(n int, prefix string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%04d", prefix, i)
+	}
+	return out
 }

@@ -211,6 +211,7 @@ func TestDynamoDBFaults(t *testing.T) {
 	a.do(t, "POST", base+"/groups", map[string]any{"name": "admins"}).want(t, http.StatusCreated)
 	a.do(t, "PUT", base+"/groups/admins/members/jdoe", nil).want(t, http.StatusNoContent)
 	a.do(t, "POST", base+"/users", map[string]any{"username": "john"}).want(t, http.StatusCreated)
+	a.do(t, "POST", base+"/users", map[string]any{"username": "kim"}).want(t, http.StatusCreated)
 
 	writes := []struct {
 		name, method, path string
@@ -220,13 +221,14 @@ func TestDynamoDBFaults(t *testing.T) {
 		{"email change", "PATCH", "/users/jdoe", map[string]any{"email": "jane@example.com"}},
 		{"add member", "PUT", "/groups/admins/members/john", nil},
 		{"delete user with memberships", "DELETE", "/users/jdoe", nil},
+		{"members change", "POST", "/groups/admins/members", map[string]any{"add": []string{"kim"}, "remove": []string{"john"}}},
 		{"delete group with members", "DELETE", "/groups/admins", nil},
 	}
 	for _, f := range []struct {
 		name   string
 		fault  fault
 		writes []int
-	}{{"throttled", throttle, []int{0, 1, 2, 3}}, {"cut off", drop, []int{0, 4}}} {
+	}{{"throttled", throttle, []int{0, 1, 2, 3, 4}}, {"cut off", drop, []int{0, 5, 4}}} {
 		for _, i := range f.writes {
 			w := writes[i]
 			t.Run(fmt.Sprintf("%s: a %s transaction is answered 503 and writes nothing", w.name, f.name), func(t *testing.T) {

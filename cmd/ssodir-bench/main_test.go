@@ -42,7 +42,8 @@ func TestTinyRun(t *testing.T) {
 		"lag 25% load, X-Min-Version, SSO_STREAM_POLL", "lag 25% load, polling, SSO_STREAM_POLL",
 		"lag 75% load, X-Min-Version, SSO_STREAM_POLL", "lag 75% load, polling, SSO_STREAM_POLL",
 		"GET one user", "list by email", "name prefix", "user's groups", "3-page walk", "projector catch-up", "projector writes", "replay", "keycloak reconcile",
-		"keycloak reconcile of an unchanged", "keycloak reconcile of a", "import users", "scim sync", "tenants, 4 idle", "capacity"}
+		"keycloak reconcile of an unchanged", "keycloak reconcile of a", "import users n=40 c=8", "import users n=40 c=8, one of 3 groups",
+		"import users n=40 c=8, all 3 groups", "scim sync", "tenants, 4 idle", "capacity"}
 	if len(rep.Scenarios) != len(want) {
 		t.Errorf("%d results, want %d", len(rep.Scenarios), len(want))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ func groupCreate(s *settings) *cobra.Command {
 	var in client.NewGroup
 	var attrs []string
 	var key string
+	var rb readBack
 	cmd := &cobra.Command{
 		Use:     "create NAME",
 		Short:   "Create a group",
@@ -46,9 +48,11 @@ func groupCreate(s *settings) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rb.group(cmd.Context(), s, t, g.Name, g.Version)
 			return p.one(g, groupHeader, groupRow(*g))
 		},
 	}
+	rb.add(cmd)
 	cmd.Flags().StringVar(&in.Description, "description", "", "description")
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "attribute key=value (repeat for more)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key creates the group once")
@@ -158,6 +162,7 @@ func groupUpdate(s *settings) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w.group(cmd.Context(), s, t, g.Name, g.Version)
 			return p.one(g, groupHeader, groupRow(*g))
 		},
 	}
@@ -170,7 +175,7 @@ func groupUpdate(s *settings) *cobra.Command {
 
 func groupDelete(s *settings) *cobra.Command {
 	return deleteCommand(s, "group", "delete NAME", "Delete a group and its memberships", "  ssodirctl groups delete admins",
-		(*client.TenantClient).DeleteGroup)
+		(*client.TenantClient).DeleteGroup, readBack.group)
 }
 
 func memberList(s *settings) *cobra.Command {
@@ -202,31 +207,51 @@ func memberList(s *settings) *cobra.Command {
 
 func memberChange(s *settings, verb string) *cobra.Command {
 	var w writeFlags
-	short := "Add users to a group (fine when already members)"
+	short := "Add users to a group, in one command (fine for those already members)"
 	if verb == "remove" {
-		short = "Remove users from a group (fine when not members)"
+		short = "Remove users from a group, in one command (fine for those not members)"
 	}
 	cmd := &cobra.Command{
-		Use:     verb + " GROUP USERNAME...",
-		Short:   short,
-		Example: "  ssodirctl groups members " + verb + " admins jdoe asmith",
+		Use:   verb + " GROUP USERNAME...",
+		Short: short,
+		Long: short + `.
+
+All the users go in one command on the group (POST /groups/{name}/members): one new group
+version for the whole change, or none when nothing changes, and all or nothing: if any
+user does not exist, nothing changes and each unknown user is named (exit 3). More than
+1,000 usernames are sent as several commands of up to 1,000, each all or nothing (then
+--if-match is refused, and --idempotency-key gets a suffix per command).`,
+		Example: "  ssodirctl groups members " + verb + " admins jdoe asmith\n  cat usernames.txt | xargs ssodirctl groups members " + verb + " admins",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := s.tenantClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			do := t.AddMember
+			group, users := args[0], args[1:]
+			chunks := client.MembersChunks(users, nil)
 			if verb == "remove" {
-				do = t.RemoveMember
+				chunks = client.MembersChunks(nil, users)
 			}
-			for _, u := range args[1:] {
-				r, err := do(cmd.Context(), args[0], u, w.options()...)
-				if err != nil {
+			if len(chunks) > 1 && w.ifMatch > 0 {
+				return usagef("--if-match applies to one command; %d usernames take %d", len(users), len(chunks))
+			}
+			var g *client.Group
+			for i, ch := range chunks {
+				opts := w.options()
+				if w.key != "" && len(chunks) > 1 {
+					opts = append(opts, client.IdempotencyKey(fmt.Sprintf("%s-%d", w.key, i+1)))
+				}
+				if g, err = t.ChangeMembers(cmd.Context(), group, ch, opts...); err != nil {
 					return err
 				}
-				fmt.Fprintf(s.io.out, "%s: %s %s (group version %d)\n", args[0], map[string]string{"add": "added", "remove": "removed"}[verb], u, r.Version)
 			}
+			w.group(cmd.Context(), s, t, group, g.Version)
+			who := strings.Join(users, " ")
+			if len(users) > 10 {
+				who = fmt.Sprintf("%d users", len(users))
+			}
+			fmt.Fprintf(s.io.out, "%s: %s %s (group version %d)\n", g.Name, map[string]string{"add": "added", "remove": "removed"}[verb], who, g.Version)
 			return nil
 		},
 	}

@@ -136,6 +136,7 @@ func lineError(err error) (*client.Error, bool) {
 
 func importUsers(s *settings) *cobra.Command {
 	var o importOptions
+	var rb readBack
 	cmd := &cobra.Command{
 		Use:   "users FILE",
 		Short: "Import users from a CSV or JSON Lines file (- for stdin)",
@@ -147,7 +148,14 @@ line numbers and nothing is written, unless --skip-invalid. Groups named by the 
 created when missing. Each line is sent with an Idempotency-Key derived from its number
 and content, so running the same file again (after a crash, say) writes nothing twice: a
 user already there with the same fields counts as unchanged, one with other fields is a
-conflict, reported with its reason and left as it is.
+conflict, reported with its reason and left as it is. The memberships go group by group
+in commands of up to 1,000 users each (POST /groups/{name}/members), sent while the users
+are being created.
+
+With --wait (the default) the import ends only once the query API shows every user it
+created and every group at its last version (X-Min-Version), so that the next command
+(users list, groups members list) sees them; --wait=false ends as soon as the writes are
+accepted.
 
 JSON Lines: one object per line with username (required), email, first_name, last_name,
 is_active, attributes ({"key": ["value"]}), groups (["name"]) and password — the format
@@ -194,7 +202,7 @@ groups, password and attr.<key>; several groups or attribute values are separate
 				return usagef("%d of %d lines are invalid (listed above); nothing was written (--skip-invalid imports the others)", sum.Invalid, len(lines))
 			}
 			ui := &userImport{t: t, start: time.Now().UTC(), sum: sum}
-			if err := ui.run(cmd.Context(), s, lines, o.concurrency); err != nil {
+			if err := ui.run(cmd.Context(), s, lines, o.concurrency, rb); err != nil {
 				return err
 			}
 			if err := sum.print(p, "users"); err != nil {
@@ -204,11 +212,17 @@ groups, password and attr.<key>; several groups or attribute values are separate
 		},
 	}
 	o.add(cmd)
+	rb.add(cmd)
 	return cmd
 }
 
 type userImport struct {
 	t *client.TenantClient
+	// members sends the lines' memberships, group by group, as the lines finish.
+	members *importMembers
+	// created are the versions of the users this run created, to read them back.
+	createdMu sync.Mutex
+	created   map[string]int64
 	// start is when the run began: a create answered from an earlier run's Idempotency-Key
 	// carries that run's created_at.
 	start time.Time
@@ -218,7 +232,7 @@ type userImport struct {
 	existing map[string]client.User
 }
 
-func (ui *userImport) run(ctx context.Context, s *settings, lines []line[userRecord], concurrency int) error {
+func (ui *userImport) run(ctx context.Context, s *settings, lines []line[userRecord], concurrency int, rb readBack) error {
 	// The tenant must be there and active before anything is written.
 	if tn, err := ui.t.Get(ctx); err != nil {
 		return err
@@ -248,17 +262,34 @@ func (ui *userImport) run(ctx context.Context, s *settings, lines []line[userRec
 		ui.existing[u.Username] = u
 	}
 	bar := newProgress(s.io.err, isTerminal(s.io.err), len(valid), "users")
-	defer bar.Finish()
+	ui.members = newImportMembers(ui.t, ui.sum)
+	ui.created = map[string]int64{}
+	mctx, stopMembers := context.WithCancel(ctx)
+	defer stopMembers()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
 	for _, l := range valid {
 		g.Go(func() error {
 			defer bar.Add(1)
-			return ui.one(gctx, l)
+			return ui.one(gctx, mctx, l)
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	if err != nil {
+		stopMembers()
+	}
+	versions, merr := ui.members.wait()
+	bar.Finish()
+	if err == nil {
+		err = merr
+	}
+	if err != nil {
 		return fmt.Errorf("import stopped (run it again to resume; nothing is written twice): %w", err)
+	}
+	// What the next command reads must show what this one wrote.
+	rb.users(ctx, s, ui.t, ui.created, concurrency)
+	for name, v := range versions {
+		rb.group(ctx, s, ui.t, name, v)
 	}
 	return nil
 }
@@ -291,8 +322,9 @@ func (ui *userImport) ensureGroups(ctx context.Context, groups map[string]string
 	return g.Wait()
 }
 
-// one imports one line: creates the user, or finds it there already, then its memberships.
-func (ui *userImport) one(ctx context.Context, l line[userRecord]) error {
+// one imports one line: creates the user, or finds it there already, then queues its
+// memberships (sent under mctx).
+func (ui *userImport) one(ctx, mctx context.Context, l line[userRecord]) error {
 	r := l.rec
 	in := client.NewUser{Username: r.Username, Email: r.Email, FirstName: r.FirstName, LastName: r.LastName,
 		IsActive: r.IsActive, Attributes: r.Attributes, Password: r.Password}
@@ -300,7 +332,7 @@ func (ui *userImport) one(ctx context.Context, l line[userRecord]) error {
 	var err error
 	if have, ok := ui.existing[r.Username]; ok {
 		o.status, o.reason = compareUser(have, r)
-		return ui.finish(ctx, l, o)
+		return ui.finish(mctx, l, o)
 	}
 	keyed := r
 	keyed.Password = ""
@@ -312,6 +344,9 @@ func (ui *userImport) one(ctx context.Context, l line[userRecord]) error {
 		if created, perr := time.Parse(time.RFC3339, u.CreatedAt); perr == nil && created.Before(ui.start) {
 			o.status = "unchanged"
 		}
+		ui.createdMu.Lock()
+		ui.created[u.Username] = u.Version
+		ui.createdMu.Unlock()
 	case client.HasCode(err, client.CodeUsernameTaken):
 		have, gerr := ui.takenUser(ctx, r.Username)
 		switch {
@@ -329,7 +364,7 @@ func (ui *userImport) one(ctx context.Context, l line[userRecord]) error {
 		}
 		o.status, o.reason = "conflict", reason(e)
 	}
-	return ui.finish(ctx, l, o)
+	return ui.finish(mctx, l, o)
 }
 
 // takenUser reads the user that holds a username the command API just called taken. The
@@ -349,8 +384,9 @@ func (ui *userImport) takenUser(ctx context.Context, username string) (*client.U
 	}
 }
 
-// finish records a line's outcome and, unless it is a conflict, ensures its memberships
-// (also for an unchanged user: a run that stopped may have created it and not them).
+// finish records a line's outcome and, unless it is a conflict, queues its memberships
+// (also for an unchanged user: a run that stopped may have created it and not them; a
+// member already there changes nothing).
 func (ui *userImport) finish(ctx context.Context, l line[userRecord], o outcome) error {
 	r := l.rec
 	ui.sum.add(o)
@@ -358,16 +394,7 @@ func (ui *userImport) finish(ctx context.Context, l line[userRecord], o outcome)
 		return nil
 	}
 	for _, g := range r.Groups {
-		_, err := ui.t.AddMember(ctx, g, r.Username, client.IdempotencyKey(importKey("member", l.no, []string{strings.ToLower(g), r.Username})))
-		if e, perLine := lineError(err); perLine {
-			ui.sum.add(outcome{line: l.no, name: r.Username, status: "conflict", reason: "membership of " + g + ": " + reason(e)})
-			continue
-		} else if err != nil {
-			return fmt.Errorf("line %d (%s): membership of %s: %w", l.no, r.Username, g, err)
-		}
-		ui.sum.mu.Lock()
-		ui.sum.Memberships++
-		ui.sum.mu.Unlock()
+		ui.members.add(ctx, g, l.no, r.Username)
 	}
 	return nil
 }
@@ -425,13 +452,15 @@ func reason(e *client.Error) string {
 
 func importGroups(s *settings) *cobra.Command {
 	var o importOptions
+	var rb readBack
 	cmd := &cobra.Command{
 		Use:   "groups FILE",
 		Short: "Import groups from a JSON Lines file (- for stdin), as export groups writes them",
 		Long: `Import groups from a JSON Lines file (- for stdin): one object per line with name
 (required), description and attributes — the format export groups writes. Lines are
 checked first as for import users; a group already there with the same description and
-attributes is unchanged, one with others is a conflict.`,
+attributes is unchanged, one with others is a conflict. With --wait (the default) it ends
+once the query API shows every group it created.`,
 		Example: `  ssodirctl export groups -t old > groups.jsonl && ssodirctl import groups -t new groups.jsonl`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -477,6 +506,10 @@ attributes is unchanged, one with others is a conflict.`,
 				}
 				return outcome{status: "conflict", reason: "the directory already holds this group name with another description or attributes"}
 			}
+			var (
+				createdMu sync.Mutex
+				created   = map[string]int64{}
+			)
 			g, gctx := errgroup.WithContext(cmd.Context())
 			g.SetLimit(o.concurrency)
 			for _, l := range lines {
@@ -495,9 +528,12 @@ attributes is unchanged, one with others is a conflict.`,
 					o := outcome{line: l.no, name: r.Name, status: "created"}
 					switch {
 					case err == nil:
-						if created, perr := time.Parse(time.RFC3339, got.CreatedAt); perr == nil && created.Before(start) {
+						if at, perr := time.Parse(time.RFC3339, got.CreatedAt); perr == nil && at.Before(start) {
 							o.status = "unchanged"
 						}
+						createdMu.Lock()
+						created[got.Name] = got.Version
+						createdMu.Unlock()
 					case client.HasCode(err, client.CodeGroupExists):
 						have, err := t.GetGroup(gctx, r.Name)
 						if err != nil {
@@ -519,6 +555,9 @@ attributes is unchanged, one with others is a conflict.`,
 			if err := g.Wait(); err != nil {
 				return fmt.Errorf("import stopped (run it again to resume; nothing is written twice): %w", err)
 			}
+			for name, v := range created {
+				rb.group(cmd.Context(), s, t, name, v)
+			}
 			if err := sum.print(p, "groups"); err != nil {
 				return err
 			}
@@ -526,6 +565,7 @@ attributes is unchanged, one with others is a conflict.`,
 		},
 	}
 	o.add(cmd)
+	rb.add(cmd)
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,5 +234,45 @@ func TestExportThenImportIntoAnotherTenant(t *testing.T) {
 	}
 	if r := c.run("", "import", "groups", groupsFile); r.code != 0 || !strings.Contains(r.out, "groups: 0 created, 2 unchanged") {
 		t.Fatalf("import groups again: %+v", r)
+	}
+}
+
+// TestImportIsReadableWhenItExits: right after import users exits 0, users list shows every
+// new user and groups members list every new membership (--wait, the default), with a
+// file of more users than one members change holds.
+func TestImportIsReadableWhenItExits(t *testing.T) {
+	c := newCtl(t, servicetest.Start(t))
+	c.ok("tenants", "create", "eu")
+	var b strings.Builder
+	b.WriteString("username,email,groups\n")
+	const n = 1200
+	for i := range n {
+		g := "Staff"
+		if i%3 == 0 {
+			g = "Staff;Admins"
+		}
+		fmt.Fprintf(&b, "u%04d,u%04d@example.com,%s\n", i, i, g)
+	}
+	r := c.run("", "import", "users", writeFile(t, "people.csv", b.String()), "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	if sum := decodeJSON[importSummary](t, r.out); sum.Created != n || sum.Memberships != n+n/3 || sum.GroupsCreated != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if users := decodeJSON[[]client.User](t, c.ok("users", "list", "-o", "json")); len(users) != n {
+		t.Errorf("users list right after the import shows %d users, want %d", len(users), n)
+	}
+	for group, want := range map[string]int{"staff": n, "admins": n / 3} {
+		if members := decodeJSON[[]client.User](t, c.ok("groups", "members", "list", group, "-o", "json")); len(members) != want {
+			t.Errorf("groups members list %s right after the import shows %d, want %d", group, len(members), want)
+		}
+	}
+	// Each group got a few commands, not one per member.
+	for _, group := range []string{"staff", "admins"} {
+		g := decodeJSON[client.Group](t, c.ok("groups", "get", group, "-o", "json"))
+		if g.Version > 30 {
+			t.Errorf("group %s is at version %d after the import: its memberships were not sent together", group, g.Version)
+		}
 	}
 }

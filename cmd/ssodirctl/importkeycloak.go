@@ -54,6 +54,7 @@ func importKeycloak(s *settings) *cobra.Command {
 	var url, realm, clientID string
 	var dryRun bool
 	var concurrency int
+	var rb readBack
 	cmd := &cobra.Command{
 		Use:   "keycloak --url URL --realm REALM --client-id ID",
 		Short: "Adopt an existing Keycloak realm: copy its users, groups and memberships into the tenant",
@@ -111,6 +112,18 @@ settings, General, Unmanaged attributes: Enabled), as keycloak-sync needs too.`,
 			if err != nil {
 				return fmt.Errorf("import stopped (run it again to resume; nothing is written twice): %w", err)
 			}
+			users := map[string]int64{}
+			for _, ku := range plan.users {
+				if ku.dir != nil {
+					users[ku.dir.Username] = ku.dir.Version
+				}
+			}
+			rb.users(cmd.Context(), s, t, users, concurrency)
+			for _, kg := range plan.groups {
+				if kg.dir != nil {
+					rb.group(cmd.Context(), s, t, kg.dir.Name, max(kg.version, kg.dir.Version))
+				}
+			}
 			if err := sum.print(p, "keycloak users and groups"); err != nil {
 				return err
 			}
@@ -123,6 +136,7 @@ settings, General, Unmanaged attributes: Enabled), as keycloak-sync needs too.`,
 	f.StringVar(&clientID, "client-id", "", "client with the client credentials grant and the realm-management roles view-users and manage-users")
 	f.BoolVar(&dryRun, "dry-run", false, "show what would be created and the conflicts; write nothing")
 	f.IntVar(&concurrency, "concurrency", 4, "requests in flight at once, to each side")
+	rb.add(cmd)
 	return cmd
 }
 
@@ -385,7 +399,8 @@ func applyKeycloak(ctx context.Context, s *settings, kc *keycloak.Client, t *cli
 	if err != nil {
 		return nil, err
 	}
-	// Memberships one group at a time, in order, so that the group's last version is known.
+	// Memberships as members changes of up to 1,000 users, one group's after the other, so
+	// that the group's last version is known.
 	byGroup := map[*kcGroup][]kcMember{}
 	var order []*kcGroup
 	for _, m := range plan.members {
@@ -399,14 +414,18 @@ func applyKeycloak(ctx context.Context, s *settings, kc *keycloak.Client, t *cli
 	}
 	err = parallel(len(order), func(ctx context.Context, i int) error {
 		kg := order[i]
+		names := make([]string, 0, len(byGroup[kg]))
 		for _, m := range byGroup[kg] {
-			r, err := t.AddMember(ctx, kg.dir.Name, m.user.dir.Username, realmKey("member", kg.kc.ID+"/"+m.user.kc.ID))
+			names = append(names, m.user.dir.Username)
+		}
+		for _, ch := range client.MembersChunks(names, nil) {
+			g, err := t.ChangeMembers(ctx, kg.dir.Name, ch, realmKey("members", kg.kc.ID+"/"+strings.Join(ch.Add, ",")))
 			if err != nil {
-				return fmt.Errorf("member %s of %s: %w", m.user.dir.Username, kg.dir.Name, err)
+				return fmt.Errorf("members of %s: %w", kg.dir.Name, err)
 			}
 			mu.Lock()
-			kg.version = max(kg.version, r.Version)
-			sum.Memberships++
+			kg.version = max(kg.version, g.Version)
+			sum.Memberships += len(ch.Add)
 			mu.Unlock()
 		}
 		return nil

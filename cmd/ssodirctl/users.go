@@ -19,11 +19,13 @@ import (
 type writeFlags struct {
 	ifMatch int64
 	key     string
+	readBack
 }
 
 func (w *writeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&w.ifMatch, "if-match", 0, "only if the user's (or group's) version is this one (else exit 4)")
 	cmd.Flags().StringVar(&w.key, "idempotency-key", "", "Idempotency-Key: a retry with the same key has its effect once")
+	w.readBack.add(cmd)
 }
 
 func (w *writeFlags) options() []client.Option {
@@ -101,6 +103,7 @@ func userCreate(s *settings) *cobra.Command {
 	var attrs []string
 	var inactive, withPassword bool
 	var key string
+	var rb readBack
 	cmd := &cobra.Command{
 		Use:   "create USERNAME",
 		Short: "Create a user",
@@ -137,9 +140,11 @@ func userCreate(s *settings) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rb.user(cmd.Context(), s, t, u.Username, u.Version)
 			return p.one(u, userHeader, userRow(*u))
 		},
 	}
+	rb.add(cmd)
 	f := cmd.Flags()
 	f.StringVar(&in.Email, "email", "", "email address")
 	f.StringVar(&in.FirstName, "first-name", "", "first name")
@@ -280,6 +285,7 @@ func userUpdate(s *settings) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w.user(cmd.Context(), s, t, u.Username, u.Version)
 			return p.one(u, userHeader, userRow(*u))
 		},
 	}
@@ -317,6 +323,7 @@ func userAction(s *settings, action, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w.user(cmd.Context(), s, t, u.Username, u.Version)
 			return p.one(u, userHeader, userRow(*u))
 		},
 	}
@@ -345,6 +352,7 @@ func userSetPassword(s *settings) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w.user(cmd.Context(), s, t, args[0], r.Version)
 			fmt.Fprintf(s.io.out, "password of %s set (version %d)\n", args[0], r.Version)
 			return nil
 		},
@@ -355,13 +363,14 @@ func userSetPassword(s *settings) *cobra.Command {
 
 func userDelete(s *settings) *cobra.Command {
 	return deleteCommand(s, "user", "delete USERNAME", "Delete a user and its memberships", "  ssodirctl users delete jdoe --if-match 4",
-		(*client.TenantClient).DeleteUser)
+		(*client.TenantClient).DeleteUser, readBack.user)
 }
 
 // deleteCommand is the delete subcommand of users and groups: one DELETE with the write
 // flags (--if-match, --idempotency-key), then one line saying what went.
 func deleteCommand(s *settings, kind, use, short, example string,
-	del func(*client.TenantClient, context.Context, string, ...client.Option) (client.Result, error)) *cobra.Command {
+	del func(*client.TenantClient, context.Context, string, ...client.Option) (client.Result, error),
+	wait func(readBack, context.Context, *settings, *client.TenantClient, string, int64)) *cobra.Command {
 	var w writeFlags
 	cmd := &cobra.Command{
 		Use:     use,
@@ -373,9 +382,11 @@ func deleteCommand(s *settings, kind, use, short, example string,
 			if err != nil {
 				return err
 			}
-			if _, err := del(t, cmd.Context(), args[0], w.options()...); err != nil {
+			r, err := del(t, cmd.Context(), args[0], w.options()...)
+			if err != nil {
 				return err
 			}
+			wait(w.readBack, cmd.Context(), s, t, args[0], r.Version)
 			fmt.Fprintf(s.io.out, "%s %s deleted\n", kind, args[0])
 			return nil
 		},

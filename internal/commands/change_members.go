@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
@@ -96,15 +98,17 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		}
 		result = g.State
 		names := append(slices.Clone(cmd.Add), cmd.Remove...)
-		users, err := h.deps.Store.LoadUsers(ctx, t, names)
-		if err != nil {
+		var (
+			users   map[string]UserAggregate
+			current map[string]string
+		)
+		reads, rctx := errgroup.WithContext(ctx)
+		reads.Go(func() (err error) { users, err = h.deps.Store.LoadUsers(rctx, t, names); return err })
+		reads.Go(func() (err error) { current, err = h.deps.Store.Memberships(rctx, t, g.State.Key, names); return err })
+		if err := reads.Wait(); err != nil {
 			return err
 		}
 		if err := unknownUsers(cmd, users); err != nil {
-			return err
-		}
-		current, err := h.deps.Store.Memberships(ctx, t, g.State.Key, names)
-		if err != nil {
 			return err
 		}
 		var added, removed []events.Member

@@ -104,6 +104,13 @@ func (d Deps) takeOver(ctx context.Context, t Tenant, agg GroupAggregate) error 
 		return err
 	}
 	e, err := d.Store.LoadRecord(ctx, t, events.KindGroup, agg.State.Key, agg.Pending.Version)
+	if errors.Is(err, ErrRecordGone) {
+		// Only a change left pending for longer than SSO_HISTORY_RETENTION: its items
+		// cannot be known any more, and the group must not stay blocked.
+		d.log().Error("a pending members change's record has expired; its membership items may be incomplete",
+			zap.String("tenant", t.System+"/"+t.ID), zap.String("aggregate", "group#"+agg.State.Key), zap.Int64("version", agg.Pending.Version))
+		return d.Store.FinishMembers(ctx, t, agg.State.Key, lease)
+	}
 	if err != nil {
 		return err
 	}

@@ -183,6 +183,8 @@ func (f rebuildFixture) run(t *testing.T, cmds ...any) {
 			_, err = commands.NewDeleteGroupHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
 		case commands.AddMember:
 			_, err = commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		case commands.ChangeMembers:
+			_, err = commands.NewChangeMembersHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
 		default:
 			t.Fatalf("fixture: no handler for %T", c)
 		}
@@ -341,5 +343,58 @@ func TestApplyPageTombstonesMembershipsOfAnIncarnationDeletedSinceTheScan(t *tes
 	}
 	if group.IsDeleted || group.Version != 4 {
 		t.Errorf("group g in the new table: %+v, want the live version 4", group)
+	}
+}
+
+// unwrittenMembers is a command store whose writer dies after recording a members change,
+// before writing its membership items.
+type unwrittenMembers struct{ commands.Store }
+
+func (unwrittenMembers) WriteMembers(context.Context, commands.Tenant, commands.MembersWrite, func(context.Context) error) error {
+	return context.Canceled
+}
+
+// TestVerifyReadsAPendingMembersChange: the memberships a members change recorded but has
+// not written to the write model yet (its writer died; the next command on the group
+// writes them) are the log's: the new tables' live memberships from its record pass the
+// verification, and a membership the change removed must not be live.
+func TestVerifyReadsAPendingMembersChange(t *testing.T) {
+	ctx := context.Background()
+	f := newRebuildFixture(t)
+	f.run(t, commands.CreateUser{Username: "alice", Email: "alice@example.com"}, commands.CreateUser{Username: "bob", Email: "bob@example.com"},
+		commands.CreateGroup{Name: "g"}, commands.AddMember{Group: "g", Username: "bob"})
+	f.deps.Store = unwrittenMembers{f.deps.Store}
+	f.run(t, commands.ChangeMembers{Group: "g", Add: []string{"alice"}, Remove: []string{"bob"}})
+	for _, it := range f.log(t) {
+		if dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
+			e, err := dynamo.DecodeRecord(f.reg, it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.projector.Apply(ctx, f.next, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	opts := ReplayOptions{Workers: 2, verifyPause: time.Millisecond}
+	list := &checklist{}
+	list.addStates(f.states(t))
+	rep := &ReplayReport{}
+	if err := f.replayer.verify(ctx, f.row, f.next, rep, opts, list, 1, nil); err != nil {
+		t.Fatalf("the pending change's memberships failed the verification: %v %v", err, rep.Mismatches)
+	}
+
+	// bob made live again in the new table, against the change's removal, must fail.
+	if _, err := f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.next.Users),
+		Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: dynamo.GroupID("g")}, "sk": &types.AttributeValueMemberS{Value: dynamo.MemberSK("bob")}},
+		UpdateExpression:          aws.String("SET member_id = :u, is_deleted = :f"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberS{Value: "bob"}, ":f": &types.AttributeValueMemberBOOL{Value: false}}}); err != nil {
+		t.Fatal(err)
+	}
+	list = &checklist{}
+	list.addStates(f.states(t))
+	rep = &ReplayReport{}
+	if err := f.replayer.verify(ctx, f.row, f.next, rep, opts, list, 1, nil); err == nil {
+		t.Fatal("a live membership the pending change removed passed the verification")
 	}
 }

@@ -224,9 +224,8 @@ func (r *Replayer) refresh(ctx context.Context, logTable string, failed []check)
 	return out, nil
 }
 
-// runChecks evaluates checks; reverse checks look the key up in the log.
+// runChecks evaluates checks; reverse checks ask the log whether the membership is there.
 func (r *Replayer) runChecks(ctx context.Context, row dynamo.Tenant, readTable string, checks []check) ([]check, error) {
-	logTable := row.CommandsTable
 	var forward, reverse []check
 	for _, c := range checks {
 		if c.reverse {
@@ -252,36 +251,33 @@ func (r *Replayer) runChecks(ctx context.Context, row dynamo.Tenant, readTable s
 			failed = append(failed, c)
 		}
 	}
-	inLog, err := r.batchGet(ctx, logTable, reverse)
-	if err != nil {
-		return nil, err
-	}
 	stillLive, err := r.batchGet(ctx, readTable, reverse)
 	if err != nil {
 		return nil, err
 	}
-	var notInLog []check
+	var live []check
 	for i, c := range reverse {
-		if inLog[i] == nil && stillLive[i] != nil && dynamo.StringAttr(stillLive[i], "member_id") != "" {
-			notInLog = append(notInLog, c)
+		if stillLive[i] != nil && dynamo.StringAttr(stillLive[i], "member_id") != "" {
+			live = append(live, c)
 		}
 	}
-	pending, err := r.pendingMembers(ctx, row, notInLog)
+	inLog, err := r.logMembers(ctx, row, live)
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range notInLog {
-		if !pending[c.id+"\x00"+c.sk] {
+	for _, c := range live {
+		if !inLog[c.id+"\x00"+c.sk] {
 			failed = append(failed, c)
 		}
 	}
 	return failed, nil
 }
 
-// pendingMembers are those of the live memberships the log has no item of that a members
-// change of their group decided and its writer has not written yet (their group is marked
-// pending): the write model's current memberships, read as the Keycloak sync reads them.
-func (r *Replayer) pendingMembers(ctx context.Context, row dynamo.Tenant, checks []check) (map[string]bool, error) {
+// logMembers are those of the memberships checks name that the write model holds now, as
+// the Keycloak sync reads it: a membership item of the group's current incarnation, or
+// one a pending members change of the group decided (its writer has not written its
+// items yet; the next command on the group does).
+func (r *Replayer) logMembers(ctx context.Context, row dynamo.Tenant, checks []check) (map[string]bool, error) {
 	out := map[string]bool{}
 	byGroup := map[string][]string{}
 	for _, c := range checks {

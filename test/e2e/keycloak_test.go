@@ -77,8 +77,18 @@ func TestKeycloakFollowsCommands(t *testing.T) {
 	mustStatus(t, call(t, "POST", base+"/users/rroe/deactivate", nil), 200)
 	mustStatus(t, call(t, "DELETE", base+"/groups/admins/members/rroe", nil), 204)
 	mustStatus(t, call(t, "DELETE", base+"/users/gone", nil), 204)
+	// Members in bulk: each member of a change reaches the realm.
+	mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": "sam", "email": "sam@example.com"}), 201)
+	mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": "ted", "email": "ted@example.com"}), 201)
+	mustStatus(t, call(t, "POST", base+"/groups/admins/members", map[string]any{"add": []string{"sam", "ted"}}), 200)
+	mustStatus(t, call(t, "POST", base+"/groups/admins/members", map[string]any{"remove": []string{"ted"}}), 200)
 
 	eventually(t, 60*time.Second, "the realm to reflect the directory", func() (bool, string) {
+		for user, want := range map[string][]string{"sam": {"Admins"}, "ted": nil} {
+			if _, groups, ok := realmUser(kc, user); !ok || !slices.Equal(groups, want) {
+				return false, fmt.Sprintf("%s is in %v, want %v", user, groups, want)
+			}
+		}
 		j, jg, ok := realmUser(kc, "jdoe")
 		if !ok || j.Email != "jane@example.com" || !j.Enabled || !slices.Equal(jg, []string{"Admins"}) || len(j.Attributes["ssodir_id"]) != 1 {
 			return false, fmt.Sprintf("jdoe: %+v groups %v", j, jg)
@@ -99,8 +109,8 @@ func TestKeycloakFollowsCommands(t *testing.T) {
 		}
 		return true, ""
 	})
-	if n := len(kc.Users(realm)); n != 2 {
-		t.Errorf("the realm holds %d users, want 2 (no duplicates from retried creates)", n)
+	if n := len(kc.Users(realm)); n != 4 {
+		t.Errorf("the realm holds %d users, want 4 (no duplicates from retried creates)", n)
 	}
 }
 

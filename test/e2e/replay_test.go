@@ -148,7 +148,10 @@ func TestReplayResumesAfterInterruption(t *testing.T) {
 func live(items []string) []string {
 	var out []string
 	for _, s := range items {
-		if !strings.Contains(s, `"is_deleted":true`) {
+		// The group pointers in users' partitions are left by every membership ever
+		// projected, also one long removed: a hint for user deletes, not what a reader sees.
+		pointer := strings.Contains(s, `"id":"user#`) && strings.Contains(s, `"sk":"group#`)
+		if !strings.Contains(s, `"is_deleted":true`) && !pointer {
 			out = append(out, s)
 		}
 	}
