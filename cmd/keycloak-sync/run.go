@@ -134,7 +134,7 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
-	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table())},
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table()), dynamo.ErasuresTable(a.names.Erasures())},
 		dynamo.StreamTables(leases, deadLetters)...)
 	err := dynamo.EnsureSystemTables(tctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 	cancel()

@@ -99,7 +99,7 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) ensureTables(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.ErasuresTable(a.names.Erasures())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
 	return dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 }
 
