@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/keycloaksync"
@@ -108,6 +109,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	}
 	a.handler = keycloaksync.NewHandler(keycloaksync.HandlerConfig{
 		Realms: a.realms, Secrets: box, Registry: events.NewRegistry(), Store: store, Health: a.health, Park: streams.Park,
+		Erasures: erasure.NewLedger(a.clients.DB, a.names),
 	})
 
 	if len(args) == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/progress"
@@ -38,7 +39,8 @@ origins, e.g. the web console's, that may read /metrics, /healthz, /readyz),
 SSO_PROJECTOR_WRITES (puts: a conditional PutItem per view item, the default on AWS;
 transactions: 25 at a time, the default against a local endpoint), SSO_STAGE,
 SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY (a replay's new tables),
-SSO_SYSTEM_TABLES (create or existing),
+SSO_SYSTEM_TABLES (create or existing), SSO_ERASURE_SETTLE (default 30s: the wait
+between an erasure's two passes),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -56,6 +58,7 @@ type app struct {
 	tenants   *dynamo.Tenants
 	handler   *projector.Handler
 	projector *projections.Projector
+	eraser    *erasure.Eraser
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
@@ -80,6 +83,10 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.tenants = dynamo.NewTenants(clients.DB, a.names)
 	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention, SinglePuts: cfg.SinglePuts})
 	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
+	filter := erasure.NewFilter(erasure.NewLedger(clients.DB, a.names), 0)
+	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
+		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
+	a.handler.Erase(a.eraser, filter)
 
 	if len(args) == 0 {
 		return a.serve(ctx, onListen)

@@ -42,7 +42,9 @@ type EraseUser struct {
 // EraseUserHandler decides EraseUser.
 type EraseUserHandler struct{ del DeleteUserHandler }
 
-func NewEraseUserHandler(d Deps) EraseUserHandler { return EraseUserHandler{del: NewDeleteUserHandler(d)} }
+func NewEraseUserHandler(d Deps) EraseUserHandler {
+	return EraseUserHandler{del: NewDeleteUserHandler(d)}
+}
 
 // Validate checks the reason: required, bounded, without control characters.
 func (cmd EraseUser) Validate() error {

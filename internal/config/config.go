@@ -428,6 +428,10 @@ type Projector struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// ErasureSettle is the wait between an erasure's two passes over the read side
+	// (SSO_ERASURE_SETTLE, default 30s, at least 10s: more than the erasure filter's
+	// cache; docs/erasure.md).
+	ErasureSettle time.Duration
 	// SinglePuts (SSO_PROJECTOR_WRITES=puts) writes each view item with its own
 	// conditional PutItem, one write unit per KB on AWS, instead of transactions of 25
 	// (=transactions), which cost two there but are faster on DynamoDB Local. Default:
@@ -440,6 +444,10 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
+	c.ErasureSettle = r.duration("SSO_ERASURE_SETTLE", 30*time.Second)
+	if c.ErasureSettle < 10*time.Second {
+		r.fail("SSO_ERASURE_SETTLE: %s is shorter than 10s (the erasure filter caches the ledger for 5s)", c.ErasureSettle)
+	}
 	c.Stream = r.stream()
 	switch v := r.str("SSO_PROJECTOR_WRITES", ""); v {
 	case "":

@@ -88,8 +88,9 @@ type Member struct {
 // ErasedMember is what an erased member becomes in a rewritten record: no name, no id.
 func ErasedMember() Member { return Member{Erased: true} }
 
-// ErasedValue stands in for an erased member's username in a change set.
-var ErasedValue = map[string]bool{"erased": true}
+// ErasedValue stands in for an erased member's username in a change set: an erased
+// member shows without a name.
+func ErasedValue() map[string]bool { return map[string]bool{"erased": true} }
 
 // GroupMembersChanged: many users joined and left the group in one command. Added and
 // Removed are disjoint, each sorted by username, and hold only real changes (a user
