@@ -27,6 +27,10 @@ const usage = `usage:
                                  rebuild a tenant's views from its command log
   projector dead-letters list    [--system S --tenant T]
   projector dead-letters redrive [--system S --tenant T]
+  projector erasures reapply --system S --tenant T [--commands-table N --users-table N
+                                 --activities-table N]
+                                 erase again, from restored tables, everyone the
+                                 erasure ledger has erased
   projector --help
 
 Environment: SSO_TABLE_PREFIX, SSO_PROJECTOR_ADDR (default 127.0.0.1:8082),
@@ -96,6 +100,8 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		return a.replay(ctx, args[1:], stdout)
 	case "dead-letters":
 		return a.deadLetters(ctx, args[1:], stdout)
+	case "erasures":
+		return a.erasures(ctx, args[1:], stdout)
 	}
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
 }

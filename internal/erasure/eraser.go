@@ -256,8 +256,8 @@ func addAll(set map[string]bool, keys []string) {
 // table: the cost docs/erasure.md states.
 func (x *Eraser) rewriteGroups(ctx context.Context, table string, subj *Subject, groups map[string]bool) error {
 	in := &dynamodb.ScanInput{
-		TableName: aws.String(table),
-		FilterExpression: aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND contains(#d, :q)) OR sk = :m"),
+		TableName:                aws.String(table),
+		FilterExpression:         aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND contains(#d, :q)) OR sk = :m"),
 		ExpressionAttributeNames: map[string]string{"#d": "data"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
@@ -460,7 +460,7 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 	for _, c := range Consumers {
 		dls := streams.NewDeadLetters(x.db, x.names.DeadLetters(), c)
 		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *streams.DeadLetter) (bool, bool, error) {
-			if dl.Aggregate == agg {
+			if dl.Aggregate == agg && !isErasureRecord(dl.Record) {
 				return true, false, nil
 			}
 			changed := false
@@ -611,4 +611,11 @@ func missingErr(err error) error {
 
 func missing(err error) bool {
 	return err != nil && (errors.Is(err, errMissing) || sdkerr.ResourceNotFound(err))
+}
+
+// isErasureRecord reports whether a record is a user.erased record: its dead letter (held
+// behind an earlier dead letter of the user) is what re-driving carries the erasure out
+// with, so it stays; it names the username only, and goes when it is re-driven.
+func isErasureRecord(rec streams.Record) bool {
+	return attrS(rec.NewImage, "event_type") == string(events.UserErasedType)
 }

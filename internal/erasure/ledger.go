@@ -91,6 +91,23 @@ func (l *Ledger) Get(ctx context.Context, system, tenant, id string) (Entry, err
 	return decodeEntry(out.Item), nil
 }
 
+// ItemGetter is the one call ReadEntry needs (the query API's narrow client has it).
+type ItemGetter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// ReadEntry reads one erasure from the ledger table; apperr not found when there is none.
+func ReadEntry(ctx context.Context, db ItemGetter, table, system, tenant, id string) (Entry, error) {
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(system, tenant, id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Entry{}, fmt.Errorf("read erasure %s: %w", id, err)
+	}
+	if out.Item == nil {
+		return Entry{}, apperr.NotFound("erasure")
+	}
+	return decodeEntry(out.Item), nil
+}
+
 // List reads every erasure of a tenant.
 func (l *Ledger) List(ctx context.Context, system, tenant string) ([]Entry, error) {
 	var out []Entry
