@@ -428,3 +428,7 @@ func (d *DeadLetters) Rewrite(ctx context.Context, system, tenant string, fn fun
 	}
 	return dropped, rewritten, nil
 }
+
+// Put stores a dead letter as a consumer does when it gives a record up: for tools that
+// move dead letters, and for tests that need one without failing a handler for minutes.
+func (d *DeadLetters) Put(ctx context.Context, dl DeadLetter) error { return d.put(ctx, dl) }
