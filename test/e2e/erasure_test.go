@@ -420,7 +420,7 @@ func TestErasureLeavesNoCanary(t *testing.T) {
 		}
 	}
 	// The restore drill: the ledger re-applied to the restored tables leaves none there.
-	reapply := exec.Command(filepath.Join(binDir, "projector"), "erasures", "reapply", "--system", "kc", "--tenant", "t1",
+	reapply := exec.Command(filepath.Join(binDir, "ssodirctl"), "erasures", "reapply", "--system", "kc", "--tenant", "t1",
 		"--commands-table", restored["commands"], "--users-table", restored["users"], "--activities-table", restored["activities"])
 	reapply.Env = e.vars()
 	if out, err := reapply.CombinedOutput(); err != nil || !strings.Contains(string(out), "1 erased users found again") {
