@@ -434,6 +434,28 @@ func TestErasureLeavesNoCanary(t *testing.T) {
 	if h := scanner.hits(string(state), 2); len(h) > 0 {
 		t.Errorf("the Keycloak double holds %v", h)
 	}
+	// The name is free again: a new user takes it, from version 1, with nothing of the
+	// erased one.
+	mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": u, "email": c["email"]}), 201)
+	r = call(t, "GET", qbase+"/users/"+u, nil, "X-Min-Version", "1")
+	mustStatus(t, r, 200)
+	var again struct {
+		Version   int64  `json:"version"`
+		FirstName string `json:"first_name"`
+	}
+	r.json(t, &again)
+	if again.Version != 1 || again.FirstName != "" {
+		t.Errorf("the new user under the erased name: %s", r.body)
+	}
+	r = call(t, "GET", qbase+"/activity?entity=user:"+u, nil)
+	var feed struct {
+		Items []any `json:"items"`
+	}
+	r.json(t, &feed)
+	if len(feed.Items) > 1 {
+		t.Errorf("the new user's feed has the erased user's items: %s", r.body)
+	}
+
 	// The services' logs at info never held any (warnings and errors may name the
 	// aggregate they concern: docs/erasure.md says how long such logs may be kept).
 	for _, s := range []*service{api, proj, sync, qry} {
