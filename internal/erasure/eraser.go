@@ -124,6 +124,13 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 // tombstone, which holds the name until the second pass: it returns the keys of the
 // groups it found the person in. It adds the ids it finds to the ledger.
 func (x *Eraser) FirstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) ([]string, error) {
+	return x.firstPass(ctx, row, subj, erasureID, groups, true)
+}
+
+// firstPass is FirstPass; shared says whether the tables every tenant shares
+// (Idempotency-Key records, dead letters, sync status) are swept too: not when the ledger
+// is re-applied to restored tables, where they may hold a later user of the same name.
+func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) ([]string, error) {
 	found := map[string]bool{}
 	for _, g := range groups {
 		found[g] = true
@@ -153,6 +160,9 @@ func (x *Eraser) FirstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
 		return nil, err
 	}
+	if !shared {
+		return sortedKeys(found), nil
+	}
 	if err := x.sweepIdempotency(ctx, row, subj); err != nil {
 		return nil, err
 	}
@@ -179,6 +189,10 @@ func (x *Eraser) markDone(context.Context, dynamo.Tenant, string) error { return
 // before the erasure may have been applied, or dead-lettered, since the first pass), then
 // removes the write model's tombstone, which frees the name, and marks those places done.
 func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) error {
+	return x.secondPass(ctx, row, subj, erasureID, groups, true)
+}
+
+func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) error {
 	found := map[string]bool{}
 	for _, g := range groups {
 		found[g] = true
@@ -186,8 +200,10 @@ func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subjec
 	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
 		return err
 	}
-	if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
-		return err
+	if shared {
+		if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
+			return err
+		}
 	}
 	// The tombstone goes only if it is still this erasure's (a later incarnation's state
 	// is not this erasure's business). The rest of the partition went in the first pass;
@@ -325,6 +341,7 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 // readTables are the tenant's read and activity tables of every generation that may
 // still exist: the current one, the one a replay builds, and older ones a replay kept.
 func readTables(row dynamo.Tenant, names dynamo.Names) (users, activities []string) {
+	// A negative generation: only the tables the row names (restored tables).
 	for gen := 0; gen <= row.Generation; gen++ {
 		users = append(users, names.Users(row.SystemID, row.TenantID, gen))
 		activities = append(activities, names.Activities(row.SystemID, row.TenantID, gen))

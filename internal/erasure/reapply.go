@@ -45,6 +45,11 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	if r.ActivitiesTable != "" {
 		row.ActivitiesTable, row.NextActivitiesTable = r.ActivitiesTable, ""
 	}
+	if r.UsersTable != "" || r.ActivitiesTable != "" {
+		// Restored into new tables: only those are swept, never the live ones, where a
+		// later user may have taken the erased name.
+		row.Generation = -1
+	}
 	entries, err := x.ledger.List(ctx, system, tenant)
 	if err != nil {
 		return ReapplyResult{}, err
@@ -65,11 +70,13 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	}
 	for username, erasureID := range found {
 		subj := NewSubject(username)
-		groups, err := x.FirstPass(ctx, row, subj, erasureID, nil)
+		// The tables every tenant shares were swept by the erasure itself and are not
+		// restored with a tenant; they may hold a later user of the same name.
+		groups, err := x.firstPass(ctx, row, subj, erasureID, nil, false)
 		if err != nil {
 			return res, err
 		}
-		if err := x.SecondPass(ctx, row, subj, erasureID, groups); err != nil {
+		if err := x.secondPass(ctx, row, subj, erasureID, groups, false); err != nil {
 			return res, err
 		}
 		res.Users++
