@@ -89,7 +89,7 @@ func benchErasure(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	nHistory, nGroups := erasureSize(sc)
 	r := &result{
 		Name: fmt.Sprintf("erase a user with %s history records and %d groups", quantity(nHistory), nGroups), Unit: "s", BaselineUnit: "s",
-		What: "erasure.Eraser first and second pass in-process (the projector's work on user.erased, SSO_ERASURE_SETTLE left out); calls_* count its DynamoDB calls",
+		What:         "erasure.Eraser first and second pass in-process (the projector's work on user.erased, SSO_ERASURE_SETTLE left out); calls_* count its DynamoDB calls",
 		BaselineWhat: "BatchWriteItem deletes of the user's own write-model, view and feed items, 25 at a time, one worker",
 		Notes: []string{"every create and update: no added call (the design keeps no per-user key)",
 			"the erasure Scans the tenant's whole write table once (group histories have no member index): its cost grows with the tenant; here the table holds the user, the groups and nothing else",

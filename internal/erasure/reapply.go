@@ -9,13 +9,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // Restored names the tables a restore brought back (point-in-time recovery restores into
-// new tables); an empty name means the tenant's current one.
+// new tables): all three, or none for tables restored under the tenant's current names.
 type Restored struct {
 	CommandsTable, UsersTable, ActivitiesTable string
 }
@@ -32,6 +33,17 @@ type ReapplyResult struct {
 // incarnation's records carry, so a user created later under the same name is left alone.
 // Nothing streams into restored tables, so both passes run at once.
 func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored) (ReapplyResult, error) {
+	set := 0
+	for _, n := range []string{r.CommandsTable, r.UsersTable, r.ActivitiesTable} {
+		if n != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		// Half the tables restored and half live would sweep live tables by name, where a
+		// later user may have taken the erased one.
+		return ReapplyResult{}, apperr.Invalid("name all three restored tables (commands, users, activities), or none")
+	}
 	row, err := x.tenants.Get(ctx, system, tenant)
 	if err != nil {
 		return ReapplyResult{}, err

@@ -25,7 +25,7 @@ func TestRewriteHistoryItemNamesAnErasedMemberOnly(t *testing.T) {
 		{"a member removed is erased", &events.GroupMemberRemoved{Group: g, Username: "zed", UserID: "uid-zed"},
 			map[string]events.Change{"member": {Old: "zed"}}, true, `"version":4`},
 		{"only the erased one of a members change", &events.GroupMembersChanged{Group: g,
-			Added: []events.Member{{Username: "amy", UserID: "uid-amy", MembershipRev: 1}, {Username: "zed", UserID: "uid-zed", MembershipRev: 2}},
+			Added:   []events.Member{{Username: "amy", UserID: "uid-amy", MembershipRev: 1}, {Username: "zed", UserID: "uid-zed", MembershipRev: 2}},
 			Removed: []events.Member{{Username: "zed2", UserID: "uid-zed"}}},
 			map[string]events.Change{"members_added": {New: 2}}, true, `"username":"amy"`},
 		{"a record of another member is left alone", &events.GroupMemberAdded{Group: g, Username: "zedd", UserID: "uid-zedd", MembershipRev: 3},
