@@ -146,6 +146,9 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
 	store := dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention)
 	tenants := dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common))
+	if cfg.Lambda.Enabled() {
+		tenants.WithMappings(process.NewMappings(clients.AWS, cfg.Lambda, log))
+	}
 	gate := commands.NewTenantGate(tenants)
 	scimTokens := dynamo.NewScimTokenStore(clients.DB, names)
 	commandapi.Register(e, commandapi.Deps{
