@@ -95,6 +95,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	if err != nil {
 		return err
 	}
+	if config.InLambda(env) {
+		return runLambda(ctx, cfg, log, e)
+	}
 	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
 }
 
