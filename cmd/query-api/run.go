@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 
 	if config.InLambda(env) {
 		// X-Min-Version by polling only: no projector feed in Lambda mode.
-		cfg.ProjectorFeeds = nil
+		cfg.ProgressToken = ""
 	}
 	e, err := newServer(ctx, cfg, log, h)
 	if err != nil {
