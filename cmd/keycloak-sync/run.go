@@ -112,6 +112,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		Erasures: erasure.NewLedger(a.clients.DB, a.names),
 	})
 
+	if len(args) == 0 && config.InLambda(env) {
+		return a.lambda(ctx)
+	}
 	if len(args) == 0 {
 		return a.serve(ctx, onListen)
 	}

@@ -7,15 +7,20 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/console"
 	"github.com/ssodir/ssodir/internal/devsignin"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/lambdafn"
 	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/queries"
+	"github.com/ssodir/ssodir/internal/streams"
 )
 
 const usage = `usage: query-api [--help]
@@ -57,6 +62,10 @@ type hooks struct {
 	wrapDB func(queries.DB) queries.DB
 }
 
+// feedStaleAfter leaves out a projector whose heartbeat row has not moved for this long (one
+// that died with no peer to delete its row).
+const feedStaleAfter = time.Minute
+
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h hooks) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -79,9 +88,26 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		log.Warn("SSO_SECRET_KEY is set but the query API never uses it: remove it from this process's environment")
 	}
 
-	clients, err := process.NewClients(ctx, "query-api", cfg.Common)
+	if config.InLambda(env) {
+		// X-Min-Version by polling only: no projector feed in Lambda mode.
+		cfg.ProgressToken = ""
+	}
+	e, err := newServer(ctx, cfg, log, h)
 	if err != nil {
 		return err
+	}
+	if config.InLambda(env) {
+		lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log})
+		return nil
+	}
+	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
+}
+
+// newServer is the query API's echo instance, ready to serve but not listening.
+func newServer(ctx context.Context, cfg config.QueryAPI, log *zap.Logger, h hooks) (*echo.Echo, error) {
+	clients, err := process.NewClients(ctx, "query-api", cfg.Common)
+	if err != nil {
+		return nil, err
 	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	var db queries.DB = clients.DB
@@ -90,16 +116,22 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	}
 	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
-		ProjectorFeeds: cfg.ProjectorFeeds,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	svc.FollowProjectors(ctx, &http.Client{}, log)
+	if cfg.ProgressToken != "" {
+		// Every projector publishes its feed's URL in its heartbeat row.
+		svc.FollowProjectors(ctx, &http.Client{}, cfg.ProgressToken, func(ctx context.Context) ([]string, error) {
+			return streams.OwnerAddresses(ctx, clients.DB, names.StreamLeases(), "projector", feedStaleAfter)
+		}, log)
+	} else {
+		log.Info("SSO_PROGRESS_TOKEN is not set: X-Min-Version reads poll the read tables instead of following the projectors")
+	}
 	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
 		&http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	reg := process.NewRegistry()
@@ -111,12 +143,12 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	if err := console.Register(e, console.Config{OIDCIssuer: cfg.OIDCIssuer, ClientID: cfg.ConsoleClientID,
 		CommandAPI: cfg.ConsoleCommandAPI, Projector: cfg.ConsoleProjector, KeycloakSync: cfg.ConsoleKeycloakSync,
 		ReadTimeout: cfg.ConsoleReadTimeout}); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.BootstrapToken != "" {
 		// make run's console link carries a one-time code, never the token itself.
 		devsignin.Register(e, devsignin.New(cfg.BootstrapToken, nil), httpapi.RequireScope(authn, auth.ScopeRead))
 	}
 
-	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
+	return e, nil
 }

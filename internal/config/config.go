@@ -323,6 +323,8 @@ type CommandAPI struct {
 	// (by a process that stopped mid-way) and finishes them (SSO_PROVISION_RESUME,
 	// default 30s; it also looks once at start).
 	ProvisionResume time.Duration
+	// Lambda is Lambda mode's mapping settings (SSO_LAMBDA_*).
+	Lambda Lambda
 }
 
 // LoadCommandAPI reads CommandAPI from env.
@@ -346,6 +348,7 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 	if c.ProvisionResume < 100*time.Millisecond {
 		r.fail("SSO_PROVISION_RESUME: must be at least 100ms")
 	}
+	c.Lambda = r.lambda()
 	return c, r.err()
 }
 
@@ -380,10 +383,10 @@ type QueryAPI struct {
 	// ConsoleReadTimeout is how long the console waits for an answer to a read before it
 	// says so and offers to try again (SSO_CONSOLE_READ_TIMEOUT, default 15s).
 	ConsoleReadTimeout time.Duration
-	// ProjectorFeeds are the projectors' probe listeners (SSO_PROJECTOR_FEEDS, comma-
-	// separated http(s) URLs such as http://projector-0:8082) whose progress feeds
-	// X-Min-Version reads wait on; empty: they poll the read table.
-	ProjectorFeeds []string
+	// ProgressToken is the service credential the projectors' progress feeds ask for
+	// (SSO_PROGRESS_TOKEN); the feeds are found in the projectors' heartbeat rows. Empty:
+	// no feed is followed, and X-Min-Version reads poll the read table.
+	ProgressToken string
 }
 
 // LoadQueryAPI reads QueryAPI from env.
@@ -404,16 +407,7 @@ func LoadQueryAPI(env Env) (QueryAPI, error) {
 	if c.ConsoleReadTimeout < time.Second || c.ConsoleReadTimeout > 5*time.Minute {
 		r.fail("SSO_CONSOLE_READ_TIMEOUT: must be between 1s and 5m")
 	}
-	for _, feed := range strings.Split(r.str("SSO_PROJECTOR_FEEDS", ""), ",") {
-		if feed = strings.TrimRight(strings.TrimSpace(feed), "/"); feed == "" {
-			continue
-		}
-		if u, err := url.Parse(feed); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			r.fail("SSO_PROJECTOR_FEEDS: %q is not an http(s) URL of a projector's probe listener", feed)
-			continue
-		}
-		c.ProjectorFeeds = append(c.ProjectorFeeds, feed)
-	}
+	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
 	if c.ConsoleClientID != "" && c.OIDCIssuer == "" {
 		r.fail("SSO_CONSOLE_CLIENT_ID needs SSO_OIDC_ISSUER (the issuer the console signs in at)")
 	}
@@ -432,6 +426,16 @@ type Projector struct {
 	// (SSO_ERASURE_SETTLE, default 30s, at least 10s: more than the erasure filter's
 	// cache; docs/erasure.md).
 	ErasureSettle time.Duration
+	// ProgressToken is what a follower of the progress feed (GET /v1/applied) must present
+	// (SSO_PROGRESS_TOKEN, shared with the query APIs); empty: the feed refuses everyone.
+	ProgressToken string
+	// ProgressMaxSubscribers caps the feed's streams at once (SSO_PROGRESS_MAX_SUBSCRIBERS,
+	// default 64); beyond it a follower gets 503.
+	ProgressMaxSubscribers int
+	// FeedURL is the URL query APIs reach this projector's probe listener at, published in
+	// its heartbeat row (SSO_PROJECTOR_FEED_URL); empty: http:// and the listener's
+	// address, with the host name when it listens on every interface.
+	FeedURL string
 	// SinglePuts (SSO_PROJECTOR_WRITES=puts) writes each view item with its own
 	// conditional PutItem, one write unit per KB on AWS, instead of transactions of 25
 	// (=transactions), which cost two there but are faster on DynamoDB Local. Default:
@@ -449,6 +453,9 @@ func LoadProjector(env Env) (Projector, error) {
 		r.fail("SSO_ERASURE_SETTLE: %s is shorter than 10s (the erasure filter caches the ledger for 5s)", c.ErasureSettle)
 	}
 	c.Stream = r.stream()
+	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
+	c.ProgressMaxSubscribers = r.positive("SSO_PROGRESS_MAX_SUBSCRIBERS", 64)
+	c.FeedURL = r.baseURL("SSO_PROJECTOR_FEED_URL")
 	switch v := r.str("SSO_PROJECTOR_WRITES", ""); v {
 	case "":
 		c.SinglePuts = !isLocalEndpoint(c.DynamoEndpoint)
