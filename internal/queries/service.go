@@ -650,7 +650,12 @@ func (s *Service) Erasure(ctx context.Context, system, tenant, id string) (erasu
 	}
 	e, err := erasure.ReadEntry(ctx, s.db, s.erasures, system, tenant, id)
 	if err != nil {
-		return erasure.Entry{}, storageError(err)
+		err = storageError(err)
+		if errors.Is(err, dynamo.ErrTableMissing) {
+			// No ledger yet (no command API has run): no erasure either.
+			return erasure.Entry{}, apperr.NotFound("erasure")
+		}
+		return erasure.Entry{}, err
 	}
 	return e, nil
 }
