@@ -334,15 +334,16 @@ func (s *Syncer) SetPassword(ctx context.Context, userID, plaintext string) erro
 
 // EraseUser deletes, whatever the tenant's on_delete, the Keycloak user of an erased
 // person: the one carrying ssodirID, and a user ssodir manages (it carries an ssodir_id)
-// under the erased username, which an earlier incarnation kept disabled may be.
-func (s *Syncer) EraseUser(ctx context.Context, ssodirID, username string) error {
+// under the erased username, which an earlier incarnation kept disabled may be — unless
+// it carries keepID, the id of a new user who has taken the name since the erasure.
+func (s *Syncer) EraseUser(ctx context.Context, ssodirID, username, keepID string) error {
 	if ssodirID != "" {
 		if err := s.DeleteUser(ctx, ssodirID, 0, OnDeleteDelete); err != nil {
 			return err
 		}
 	}
 	u, err := s.c.FindUserByUsername(ctx, username)
-	if errors.Is(err, ErrNotFound) || (err == nil && (u == nil || u.SsodirID() == "")) {
+	if errors.Is(err, ErrNotFound) || (err == nil && (u == nil || u.SsodirID() == "" || u.SsodirID() == keepID)) {
 		return nil
 	}
 	if err != nil {

@@ -143,7 +143,16 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 		return err
 	}
 	if e, ok := env.Payload.(*events.UserErased); ok {
-		if err := realm.Syncer.EraseUser(ctx, e.PreviousID, e.User.Username); err != nil {
+		// A new user may have taken the name once the erasure freed it: theirs stays.
+		cur, _, live, err := NewWriteModel(h.cfg.Store, rec.System, rec.Tenant).user(ctx, e.User.Username)
+		if err != nil {
+			return writeModelError{err}
+		}
+		keep := ""
+		if live {
+			keep = cur.ID
+		}
+		if err := realm.Syncer.EraseUser(ctx, e.PreviousID, e.User.Username, keep); err != nil {
 			return fmt.Errorf("erase a user in realm %s: %w", realm.Tenant.KeycloakRealm, err)
 		}
 		return h.erased(ctx, rec, e)
