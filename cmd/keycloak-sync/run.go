@@ -97,6 +97,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if a.health, err = keycloaksync.NewHealth(a.statuses, owner, a.reg, log); err != nil {
 		return err
 	}
+	a.health.WithParkMax(cfg.ParkMax)
 	store := dynamo.NewCommandStore(clients.DB, a.names, events.NewRegistry(), 0)
 	a.realms = keycloaksync.NewRealms(a.tenants, box, keycloaksync.NewHTTPClient(), metrics, log)
 	a.reconciler, err = keycloaksync.NewReconciler(keycloaksync.ReconcilerConfig{
@@ -179,6 +180,9 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(context.Context){
 			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
 			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, sub.DeadLetters(), a.handler, a.log) },
+			// A stopping process clears its parks in the status rows; one that dies lets
+			// them lapse (parked_until).
+			func(ctx context.Context) { <-ctx.Done(); a.health.Release(context.WithoutCancel(ctx)) },
 		},
 	}.Run(ctx)
 }
