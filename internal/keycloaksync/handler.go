@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -116,6 +117,11 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 		return errParked
 	}
 	if h.realmFailed(msg.Context(), err) {
+		// A 429 is the realm throttling this client, whatever the record: it parks the
+		// tenant for the Retry-After asked (a park is bounded by ParkMax).
+		if keycloak.StatusCode(err) == http.StatusTooManyRequests {
+			return h.parkOrGiveUp(msg, rec, err)
+		}
 		// The realm's fault, or this record's? Ask the realm itself.
 		if perr := h.probe(msg.Context(), rec); perr != nil {
 			return h.parkOrGiveUp(msg, rec, perr)
