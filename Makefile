@@ -28,13 +28,27 @@ STAGE ?= dev
 # What the CDK command line needs to run offline and quietly.
 CDK_ENV := CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: all build run run-clean test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
+LAMBDA_DIR := $(BIN)/lambda
+LAMBDA_ARCHS := arm64 amd64
+
+.PHONY: all build lambda run run-clean test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES)) ./cmd/ssodirctl
+
+# Each service as a Lambda function (provided.al2023): bin/lambda/<service>-<arch>.zip,
+# each holding one executable named bootstrap (docs/aws.md, "Lambda mode").
+lambda:
+	@mkdir -p $(LAMBDA_DIR)
+	@set -e; for arch in $(LAMBDA_ARCHS); do for svc in $(SERVICES); do \
+		dir=$$(mktemp -d); \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags lambda.norpc -trimpath -ldflags=-s -o $$dir/bootstrap ./cmd/$$svc; \
+		rm -f $(LAMBDA_DIR)/$$svc-$$arch.zip; (cd $$dir && zip -q -X $(CURDIR)/$(LAMBDA_DIR)/$$svc-$$arch.zip bootstrap); \
+		rm -rf $$dir; echo "$(LAMBDA_DIR)/$$svc-$$arch.zip"; \
+	done; done
 
 # Starts DynamoDB Local, the four services and a demo tenant; Ctrl-C stops everything.
 # The tables stay in .data/dynamodb/ for the next run; run-clean starts without them.

@@ -95,6 +95,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	if err != nil {
 		return err
 	}
+	if config.InLambda(env) {
+		return runLambda(ctx, cfg, log, e)
+	}
 	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
 }
 
@@ -146,6 +149,9 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
 	store := dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention)
 	tenants := dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common))
+	if cfg.Lambda.Enabled() {
+		tenants.WithMappings(process.NewMappings(clients.AWS, cfg.Lambda, log))
+	}
 	gate := commands.NewTenantGate(tenants)
 	scimTokens := dynamo.NewScimTokenStore(clients.DB, names)
 	commandapi.Register(e, commandapi.Deps{

@@ -111,6 +111,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		Realms: a.realms, Secrets: box, Registry: events.NewRegistry(), Store: store, Health: a.health, Park: streams.Park,
 	})
 
+	if len(args) == 0 && config.InLambda(env) {
+		return a.lambda(ctx)
+	}
 	if len(args) == 0 {
 		return a.serve(ctx, onListen)
 	}

@@ -84,6 +84,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention, SinglePuts: cfg.SinglePuts})
 	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
 
+	if len(args) == 0 && config.InLambda(env) {
+		return a.lambda(ctx)
+	}
 	if len(args) == 0 {
 		return a.serve(ctx, onListen)
 	}

@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
 	"github.com/ssodir/ssodir/internal/auth"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/console"
 	"github.com/ssodir/ssodir/internal/devsignin"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/lambdafn"
 	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/queries"
@@ -84,9 +88,26 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		log.Warn("SSO_SECRET_KEY is set but the query API never uses it: remove it from this process's environment")
 	}
 
-	clients, err := process.NewClients(ctx, "query-api", cfg.Common)
+	if config.InLambda(env) {
+		// X-Min-Version by polling only: no projector feed in Lambda mode.
+		cfg.ProgressToken = ""
+	}
+	e, err := newServer(ctx, cfg, log, h)
 	if err != nil {
 		return err
+	}
+	if config.InLambda(env) {
+		lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log})
+		return nil
+	}
+	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
+}
+
+// newServer is the query API's echo instance, ready to serve but not listening.
+func newServer(ctx context.Context, cfg config.QueryAPI, log *zap.Logger, h hooks) (*echo.Echo, error) {
+	clients, err := process.NewClients(ctx, "query-api", cfg.Common)
+	if err != nil {
+		return nil, err
 	}
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	var db queries.DB = clients.DB
@@ -97,7 +118,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.ProgressToken != "" {
 		// Every projector publishes its feed's URL in its heartbeat row.
@@ -110,7 +131,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
 		&http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	reg := process.NewRegistry()
@@ -122,12 +143,12 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	if err := console.Register(e, console.Config{OIDCIssuer: cfg.OIDCIssuer, ClientID: cfg.ConsoleClientID,
 		CommandAPI: cfg.ConsoleCommandAPI, Projector: cfg.ConsoleProjector, KeycloakSync: cfg.ConsoleKeycloakSync,
 		ReadTimeout: cfg.ConsoleReadTimeout}); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.BootstrapToken != "" {
 		// make run's console link carries a one-time code, never the token itself.
 		devsignin.Register(e, devsignin.New(cfg.BootstrapToken, nil), httpapi.RequireScope(authn, auth.ScopeRead))
 	}
 
-	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)
+	return e, nil
 }

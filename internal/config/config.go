@@ -323,6 +323,8 @@ type CommandAPI struct {
 	// (by a process that stopped mid-way) and finishes them (SSO_PROVISION_RESUME,
 	// default 30s; it also looks once at start).
 	ProvisionResume time.Duration
+	// Lambda is Lambda mode's mapping settings (SSO_LAMBDA_*).
+	Lambda Lambda
 }
 
 // LoadCommandAPI reads CommandAPI from env.
@@ -346,6 +348,7 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 	if c.ProvisionResume < 100*time.Millisecond {
 		r.fail("SSO_PROVISION_RESUME: must be at least 100ms")
 	}
+	c.Lambda = r.lambda()
 	return c, r.err()
 }
 

@@ -22,6 +22,8 @@ type TenantStore struct {
 	names    Names
 	tenants  *Tenants
 	settings TableSettings
+	// mappings, in Lambda mode, feed the tenant's stream to the consumer functions.
+	mappings StreamMappings
 }
 
 // NewTenantStore is the command side's tenant store; its tenants' tables get no settings
@@ -160,7 +162,10 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 			return err
 		}
 	}
-	return s.noteStream(ctx, system, tenant)
+	if err := s.noteStream(ctx, system, tenant); err != nil {
+		return err
+	}
+	return s.ensureMappings(ctx, system, tenant)
 }
 
 // DropTenant undoes a provisioning that cannot finish. It first moves the row from
@@ -189,6 +194,9 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) err
 	}
 	if err != nil {
 		return fmt.Errorf("mark tenant %s/%s dropping: %w", system, tenant, translate(err))
+	}
+	if err := s.removeMappings(ctx, system, tenant); err != nil {
+		return err
 	}
 	for _, spec := range s.tableSpecs(system, tenant) {
 		if err := DeleteTableSettled(ctx, s.db, aws.ToString(spec.Input.TableName)); err != nil {

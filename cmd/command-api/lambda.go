@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/lambdafn"
+	"github.com/ssodir/ssodir/internal/process"
+)
+
+// runLambda serves the command API as a Lambda function behind an HTTP API or a Function
+// URL (docs/aws.md, "Lambda mode"). A function is frozen once it answers, so a
+// provisioning answered 202 is finished by the scheduled task resume-provisioning (every
+// minute), which also finishes what a stopped invocation left: the same Finish the
+// long-running API runs in the background.
+func runLambda(ctx context.Context, cfg config.CommandAPI, log *zap.Logger, e *echo.Echo) error {
+	clients, err := process.NewClients(ctx, "command-api", cfg.Common)
+	if err != nil {
+		return err
+	}
+	box, err := process.NewSecrets(ctx, cfg.Common, clients.AWS)
+	if err != nil {
+		return err
+	}
+	tenants := dynamo.NewTenantStore(clients.DB, dynamo.Names{Prefix: cfg.TablePrefix}).WithTableSettings(process.TableSettings(cfg.Common))
+	if cfg.Lambda.Enabled() {
+		tenants.WithMappings(process.NewMappings(clients.AWS, cfg.Lambda, log))
+	}
+	provision := commands.NewProvisionTenantHandler(tenants, box, time.Now)
+	lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log, Tasks: map[string]func(context.Context) error{
+		"resume-provisioning": func(ctx context.Context) error {
+			recs, err := tenants.ProvisioningTenants(ctx)
+			if err != nil {
+				return err
+			}
+			var failed []error
+			for _, rec := range recs {
+				if _, err := provision.Finish(ctx, rec); err != nil {
+					failed = append(failed, fmt.Errorf("%s/%s: %w", rec.System, rec.ID, err))
+					continue
+				}
+				log.Info("tenant provisioned", zap.String("system", rec.System), zap.String("tenant", rec.ID))
+			}
+			return errors.Join(failed...)
+		},
+	}})
+	return nil
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/esm"
+	"github.com/ssodir/ssodir/internal/lambdafn"
+	"github.com/ssodir/ssodir/internal/streams"
+)
+
+// lambda runs the projector as a Lambda function (docs/aws.md, "Lambda mode"): the
+// tenants' streams arrive through event source mappings, the re-drive of dead letters on
+// a schedule. The handler is the long-running projector's.
+func (a *app) lambda(ctx context.Context) error {
+	if err := a.ensureTables(ctx); err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	dl := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer)
+	lambdafn.Start(&lambdafn.Function{
+		Log: a.log,
+		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,
+			Log: a.log.Named("esm")}),
+		Tasks: map[string]func(context.Context) error{
+			"redrive-dead-letters": func(ctx context.Context) error {
+				res, err := dl.Redrive(ctx, streams.DeadLetterFilter{}, a.handler.Apply)
+				if err == nil && (res.Applied > 0 || len(res.Failed) > 0) {
+					a.log.Info("dead letters re-driven", zap.Int("applied", res.Applied), zap.Int("still_failing", len(res.Failed)))
+				}
+				return err
+			},
+		},
+	})
+	return nil
+}

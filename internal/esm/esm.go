@@ -1,0 +1,333 @@
+// Package esm is the port through which a Lambda event source mapping (ESM) feeds a
+// DynamoDB stream to a consumer's handler: it turns an events.DynamoDBEvent into the
+// stream records the long-running consumer delivers (internal/streams), hands them to
+// the same watermill handler, and answers which record stopped the batch.
+//
+// The rules are those of the long-running consumer:
+//   - Records of one aggregate are applied in order; a record that fails stops its
+//     aggregate for the rest of the batch, and is reported in BatchItemFailures (ESM
+//     restarts the shard at the lowest failed sequence number; records applied after it
+//     come again and change nothing, every effect being "only if newer").
+//   - Other aggregates go on in the same invocation, so one failing aggregate holds the
+//     others back by at most ESM's retries of the batch.
+//   - A record that has failed MaxAttempts invocations becomes a dead letter in the
+//     consumer's dead-letter store, the one `dead-letters list|redrive` reads, and the
+//     stream moves on; later records of its aggregate are parked behind it there, keeping
+//     the order until it is re-driven.
+//
+// Attribute values are converted by the SDK (attributevalue.UnmarshalMapJSON over the
+// event's DynamoDB JSON), not by hand.
+package esm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/mappings"
+	"github.com/ssodir/ssodir/internal/streams"
+)
+
+// Config configures a Batch.
+type Config struct {
+	// Labels reads a tenant's system and tenant ids from its write table's name.
+	Labels func(table string) (system, tenant string, ok bool)
+	// DeadLetters is the consumer's dead-letter store (streams.NewDeadLetters).
+	DeadLetters *streams.DeadLetters
+	// Handle is the consumer's watermill handler, the one the long-running consumer runs.
+	Handle message.NoPublishHandlerFunc
+	// MaxAttempts is how many invocations a record may fail before it becomes a dead
+	// letter (default 3); keep it below the mapping's MaximumRetryAttempts.
+	MaxAttempts int
+	// Tries are the tries of a record within one invocation (default 3), Backoff the
+	// first pause between them (default 200ms, doubling).
+	Tries   int
+	Backoff time.Duration
+	// Concurrency bounds the aggregates applied at once (default 16).
+	Concurrency int
+	// AggregateAttribute is the key attribute that names the aggregate (default "id").
+	AggregateAttribute string
+	// TimestampAttribute, when set, is the writer's time (epoch ms) in new images, for
+	// the lag in the log.
+	Log *zap.Logger
+}
+
+// Batch handles the invocations of one consumer function.
+type Batch struct{ cfg Config }
+
+// New is a Batch.
+func New(cfg Config) *Batch {
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.MaxAttempts >= mappings.MaximumRetryAttempts {
+		cfg.MaxAttempts = mappings.MaximumRetryAttempts - 1
+	}
+	if cfg.Tries <= 0 {
+		cfg.Tries = 3
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 200 * time.Millisecond
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.AggregateAttribute == "" {
+		cfg.AggregateAttribute = "id"
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	return &Batch{cfg: cfg}
+}
+
+// entry is one record of the batch: converted, or not (poison, with why).
+type entry struct {
+	rec    streams.Record
+	poison string
+}
+
+// Handle applies one batch and answers the records that stopped their aggregate.
+func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	// Aggregates in the order of their first record, each with its records in order.
+	type group struct{ entries []entry }
+	var order []string
+	groups := map[string]*group{}
+	tables := map[[3]string]bool{}
+	for _, r := range ev.Records {
+		e := b.convert(r)
+		key := e.rec.StreamARN + "\x00" + e.rec.Aggregate
+		g, ok := groups[key]
+		if !ok {
+			g = &group{}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.entries = append(g.entries, e)
+		tables[[3]string{e.rec.System, e.rec.Tenant, e.rec.Table}] = true
+	}
+	// Which aggregates have dead letters: one Query per table of the batch (a batch is
+	// one shard, so one table).
+	blocked := map[[4]string]bool{}
+	for t := range tables {
+		m, err := b.cfg.DeadLetters.BlockedAggregates(ctx, t[0], t[1], t[2])
+		if err != nil {
+			// Nothing applied: the whole batch comes again.
+			return events.DynamoDBEventResponse{}, err
+		}
+		for agg := range m {
+			blocked[[4]string{t[0], t[1], t[2], agg}] = true
+		}
+	}
+
+	var (
+		mu       sync.Mutex
+		failures []string
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, b.cfg.Concurrency)
+	)
+	for _, key := range order {
+		g := groups[key]
+		first := g.entries[0].rec
+		isBlocked := blocked[[4]string{first.System, first.Tenant, first.Table, first.Aggregate}]
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if seq, stopped := b.aggregate(ctx, g.entries, isBlocked); stopped {
+				mu.Lock()
+				failures = append(failures, seq)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	var resp events.DynamoDBEventResponse
+	for _, seq := range failures {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: seq})
+	}
+	return resp, nil
+}
+
+// aggregate applies one aggregate's records in order; stopped reports the record at which
+// it stopped (its sequence number), to be delivered again.
+func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool) (seq string, stopped bool) {
+	behind := ""
+	for i, e := range entries {
+		r := e.rec
+		if blocked && behind == "" {
+			first, found, err := b.cfg.DeadLetters.FirstOf(ctx, r.System, r.Tenant, r.Table, r.Aggregate)
+			if err != nil {
+				b.cfg.Log.Warn("could not read the aggregate's dead letters", zap.String("aggregate", r.Aggregate), zap.Error(err))
+				return r.SequenceNumber, true
+			}
+			blocked = found
+			if found {
+				behind = first.SequenceNumber
+			}
+		}
+		if behind != "" {
+			if err := b.deadLetter(ctx, r, 0, "blocked behind "+behind, behind); err != nil {
+				return r.SequenceNumber, true
+			}
+			continue
+		}
+		if e.poison != "" {
+			if err := b.deadLetter(ctx, r, 1, e.poison, ""); err != nil {
+				return r.SequenceNumber, true
+			}
+			behind = r.SequenceNumber
+			continue
+		}
+		err := b.apply(ctx, r)
+		if err == nil {
+			if i == 0 {
+				// The record ESM restarted a batch at may carry a count from earlier
+				// invocations; a record applied at once has none.
+				_ = b.cfg.DeadLetters.ForgetAttempts(ctx, r)
+			}
+			continue
+		}
+		attempts, cerr := b.cfg.DeadLetters.NoteFailedAttempt(ctx, r)
+		if cerr != nil || attempts < b.cfg.MaxAttempts || ctx.Err() != nil {
+			b.cfg.Log.Warn("record failed; its aggregate waits for the batch to be retried", zap.String("aggregate", r.Aggregate),
+				zap.String("sequence_number", r.SequenceNumber), zap.Int("attempt", attempts), zap.Error(err))
+			return r.SequenceNumber, true
+		}
+		if derr := b.deadLetter(ctx, r, attempts, err.Error(), ""); derr != nil {
+			return r.SequenceNumber, true
+		}
+		_ = b.cfg.DeadLetters.ForgetAttempts(ctx, r)
+		behind = r.SequenceNumber
+	}
+	return "", false
+}
+
+// margin is the time an invocation keeps for storing a dead letter and answering.
+const margin = 3 * time.Second
+
+// apply runs the handler on r up to Tries times within the invocation's time.
+func (b *Batch) apply(ctx context.Context, r streams.Record) error {
+	var err error
+	pause := b.cfg.Backoff
+	for try := 1; ; try++ {
+		var msg *message.Message
+		msg, err = streams.NewRecordMessage(r)
+		if err != nil {
+			return err
+		}
+		msg.SetContext(ctx)
+		err = b.handle(msg)
+		if err == nil {
+			return nil
+		}
+		if try >= b.cfg.Tries {
+			return err
+		}
+		wait := pause
+		pause *= 2
+		if until := msg.Metadata.Get(streams.MetaParkUntil); until != "" {
+			// The handler parked its tenant (a realm failing): wait as it asks.
+			if t, perr := time.Parse(time.RFC3339Nano, until); perr == nil {
+				wait = max(wait, time.Until(t))
+			}
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d)-margin < wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// handle runs the handler, a panic included as an error.
+func (b *Batch) handle(msg *message.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	return b.cfg.Handle(msg)
+}
+
+func (b *Batch) deadLetter(ctx context.Context, r streams.Record, attempts int, reason, behind string) error {
+	dl := streams.DeadLetter{System: r.System, Tenant: r.Tenant, Table: r.Table, StreamARN: r.StreamARN, ShardID: r.ShardID,
+		SequenceNumber: r.SequenceNumber, Aggregate: r.Aggregate, Attempts: attempts, Reason: reason, BlockedBehind: behind,
+		At: time.Now(), Record: r}
+	if err := b.cfg.DeadLetters.Store(ctx, dl); err != nil {
+		b.cfg.Log.Error("could not store a dead letter; the batch is retried", zap.String("aggregate", r.Aggregate),
+			zap.String("sequence_number", r.SequenceNumber), zap.Error(err))
+		return err
+	}
+	if behind == "" {
+		b.cfg.Log.Error("record dead-lettered; later records of its aggregate are parked until it is re-driven",
+			zap.String("tenant", r.System+"/"+r.Tenant), zap.String("aggregate", r.Aggregate),
+			zap.String("sequence_number", r.SequenceNumber), zap.Int("attempts", attempts), zap.String("reason", reason))
+	} else {
+		b.cfg.Log.Warn("record parked behind a dead letter of its aggregate", zap.String("aggregate", r.Aggregate),
+			zap.String("sequence_number", r.SequenceNumber), zap.String("blocked_behind", behind))
+	}
+	return nil
+}
+
+// convert turns an ESM record into the consumer's record; a record that cannot be
+// converted keeps what could be read (labels, aggregate) and says why.
+func (b *Batch) convert(er events.DynamoDBEventRecord) entry {
+	table := mappings.StreamTable(er.EventSourceArn)
+	r := streams.Record{Table: table, StreamARN: er.EventSourceArn, EventID: er.EventID, EventName: er.EventName,
+		SequenceNumber: er.Change.SequenceNumber, ApproximateCreationDateTime: er.Change.ApproximateCreationDateTime.UTC()}
+	if id := er.UserIdentity; id != nil && r.EventName == streams.EventRemove && id.Type == "Service" && id.PrincipalID == "dynamodb.amazonaws.com" {
+		r.TTLDeletion = true
+	}
+	var errs []error
+	system, tenant, ok := b.cfg.Labels(table)
+	if !ok {
+		errs = append(errs, fmt.Errorf("stream %s is not of a tenant's command table", er.EventSourceArn))
+	}
+	r.System, r.Tenant = system, tenant
+	var err error
+	if r.Keys, err = sdkMap(er.Change.Keys); err != nil {
+		errs = append(errs, fmt.Errorf("keys: %w", err))
+	}
+	if s, ok := r.Keys[b.cfg.AggregateAttribute].(*types.AttributeValueMemberS); ok {
+		r.Aggregate = s.Value
+	}
+	if r.NewImage, err = sdkMap(er.Change.NewImage); err != nil {
+		errs = append(errs, fmt.Errorf("new image: %w", err))
+	}
+	if r.OldImage, err = sdkMap(er.Change.OldImage); err != nil {
+		errs = append(errs, fmt.Errorf("old image: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return entry{rec: r, poison: fmt.Sprintf("record %s cannot be read: %v", r.SequenceNumber, err)}
+	}
+	return entry{rec: r}
+}
+
+// sdkMap converts an event's attribute values through their DynamoDB JSON, which both
+// aws-lambda-go and the SDK speak.
+func sdkMap(m map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return attributevalue.UnmarshalMapJSON(raw)
+}

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/esm/esmtest"
+	"github.com/ssodir/ssodir/internal/mappings"
+	"github.com/ssodir/ssodir/internal/mappings/mappingstest"
+	"github.com/ssodir/ssodir/test/apitest"
+)
+
+const (
+	e2eProjectorARN = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-e2e-projector"
+	e2eSyncARN      = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-e2e-keycloak-sync"
+	e2eFailuresARN  = "arn:aws:sqs:us-east-1:123456789012:ssodir-e2e-stream-failures"
+)
+
+// lambdaStage is a stage in Lambda mode: the command API and query API as functions behind
+// gateways, the projector as a function fed by an ESM player, the control plane a fake.
+type lambdaStage struct {
+	e            *env
+	controlPlane *mappingstest.Fake
+	commandFn    *function
+	command      *service
+	projector    *function
+	queryFn      *function
+	query        *service
+}
+
+func newLambdaStage(t *testing.T) *lambdaStage {
+	e := newEnv(t)
+	s := &lambdaStage{e: e, controlPlane: mappingstest.New()}
+	t.Cleanup(s.controlPlane.Close)
+	s.commandFn = e.startFunction("command-api", "SSO_LAMBDA_PROJECTOR_ARN="+e2eProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN="+e2eSyncARN,
+		"SSO_LAMBDA_FAILURE_DESTINATION_ARN="+e2eFailuresARN, "AWS_ENDPOINT_URL_LAMBDA="+s.controlPlane.URL)
+	s.command = s.commandFn.gateway(t)
+	s.projector = e.startFunction("projector")
+	s.queryFn = e.startFunction("query-api")
+	s.query = s.queryFn.gateway(t)
+	return s
+}
+
+// player is the projector's event source mapping over the tenant's stream.
+func (s *lambdaStage) player(t *testing.T, system, tenant string) *esmtest.Player {
+	t.Helper()
+	table := dynamo.Names{Prefix: s.e.prefix}.Commands(system, tenant)
+	out, err := s.e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: s.projector.stream}
+}
+
+// TestLambdaModeProvisionsTheMappingsAndProjectsThroughThemAcrossCrashes runs the stage in
+// Lambda mode: provisioning through the command API function maps the new tenant's stream
+// to both consumer functions; commands go through the command API function while the
+// projector function, fed batch by batch from DynamoDB Local's stream, is killed mid-batch
+// and cold-started again; in the end the views equal a fresh build from the command log,
+// nothing reached the failure destination, and the query API function serves them.
+func TestLambdaModeProvisionsTheMappingsAndProjectsThroughThemAcrossCrashes(t *testing.T) {
+	s := newLambdaStage(t)
+	path := provision(t, s.command, "lam", "t1")
+	base := "http://" + s.command.addr + path
+	p := s.player(t, "lam", "t1")
+
+	// One mapping per consumer function on the tenant's stream, with the settings.
+	ms := s.controlPlane.Mappings()
+	var fns []string
+	for _, m := range ms {
+		fns = append(fns, m.FunctionArn)
+		if m.EventSourceArn != p.StreamARN || m.StartingPosition != "TRIM_HORIZON" || m.ParallelizationFactor != 1 ||
+			!m.BisectBatchOnFunctionError || !slices.Equal(m.FunctionResponseTypes, []string{"ReportBatchItemFailures"}) ||
+			m.MaximumRetryAttempts != mappings.MaximumRetryAttempts || m.MaximumRecordAgeInSeconds != mappings.MaximumRecordAgeSeconds ||
+			m.OnFailure != e2eFailuresARN {
+			t.Errorf("mapping %+v", m)
+		}
+	}
+	slices.Sort(fns)
+	if !slices.Equal(fns, []string{e2eSyncARN, e2eProjectorARN}) {
+		t.Fatalf("mappings to %v, want the projector's and keycloak-sync's", fns)
+	}
+	// Provisioning the tenant again changes nothing.
+	mustStatus(t, call(t, "POST", "http://"+s.command.addr+"/v1/systems/lam/tenants", map[string]any{"tenant_id": "t1"}), 200)
+	if n := len(s.controlPlane.Mappings()); n != 2 {
+		t.Errorf("%d mappings after provisioning again, want 2", n)
+	}
+
+	// Commands while the player plays; the projector's environment is killed mid-batch.
+	done := make(chan int64)
+	go func() { done <- workload(t, base, 600, 11) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var kills atomic.Int32
+	crashing := make(chan struct{})
+	go func() {
+		defer close(crashing)
+		for i := 0; i < 3; i++ {
+			time.Sleep(time.Duration(1500+i*700) * time.Millisecond)
+			s.projector.kill()
+			kills.Add(1)
+		}
+	}()
+	accepted := int64(-1)
+	for accepted < 0 {
+		select {
+		case accepted = <-done:
+		default:
+		}
+		if err := p.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	<-crashing
+	s.projector.revive()
+	if err := p.Settle(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d commands, %d invocations, %d kills", accepted, p.Invocations(), kills.Load())
+
+	names := dynamo.Names{Prefix: s.e.prefix}
+	wantUsers, wantActivities, history := expectedViews(t, s.e, names.Commands("lam", "t1"))
+	if d := diff(snapshot(t, s.e.db, wantUsers), snapshot(t, s.e.db, names.Users("lam", "t1", 0))); d != "" {
+		t.Errorf("read model differs from a fresh build:\n%s", d)
+	}
+	if n := count(t, s.e.db, names.Activities("lam", "t1", 0)); n != history {
+		t.Errorf("%d activity items for %d events", n, history)
+	}
+	if d := diff(snapshot(t, s.e.db, wantActivities), snapshot(t, s.e.db, names.Activities("lam", "t1", 0))); d != "" {
+		t.Errorf("activity feed differs from a fresh build:\n%s", d)
+	}
+	if f := p.Failures(); len(f) != 0 {
+		t.Errorf("batches given up to the failure destination: %+v", f)
+	}
+
+	// The query API function serves the views; X-Min-Version polls (no projector feed).
+	read := "http://" + s.query.addr + path
+	r := call(t, "GET", read+"/users?limit=5", nil)
+	mustStatus(t, r, 200)
+	r = call(t, "POST", base+"/users", map[string]any{"username": "late", "email": "late@example.com"})
+	mustStatus(t, r, 201)
+	go func() { time.Sleep(500 * time.Millisecond); _ = p.Drain(ctx) }()
+	mustStatus(t, call(t, "GET", read+"/users/late", nil, "X-Min-Version", "1"), 200)
+
+	// The scheduled tasks answer.
+	s.projector.task(t, "redrive-dead-letters")
+	s.commandFn.task(t, "resume-provisioning")
+}
+
+// TestTheAPIFunctionsAnswerLikeTheLongRunningAPIs: the same requests, through the HTTP API
+// event shape, get the same problem responses, auth and console.
+func TestTheAPIFunctionsAnswerLikeTheLongRunningAPIs(t *testing.T) {
+	s := newLambdaStage(t)
+	long := s.e.start("query-api")
+	longCmd := s.e.start("command-api")
+	path := provision(t, s.command, "lam", "t2")
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		noAuth             bool
+	}{
+		{"an unauthenticated read", "GET", path + "/users", nil, true},
+		{"an unknown tenant", "GET", "/v1/systems/lam/tenants/nobody/users", nil, false},
+		{"a bad limit", "GET", path + "/users?limit=0", nil, false},
+		{"the OpenAPI document", "GET", "/openapi.json", nil, false},
+		{"the console", "GET", "/console/", nil, true},
+		{"the liveness probe", "GET", "/healthz", nil, true},
+	} {
+		lam, lr := callAs(t, c.noAuth, c.method, "http://"+s.query.addr+c.path, c.body), callAs(t, c.noAuth, c.method, "http://"+long.addr+c.path, c.body)
+		if lam.status != lr.status || lam.header.Get("Content-Type") != lr.header.Get("Content-Type") || !sameBody(lam.body, lr.body) {
+			t.Errorf("query API, %s: Lambda %d %s %.200s; long-running %d %s %.200s", c.name, lam.status, lam.header.Get("Content-Type"), lam.body,
+				lr.status, lr.header.Get("Content-Type"), lr.body)
+		}
+	}
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		noAuth             bool
+	}{
+		{"an unauthenticated command", "POST", path + "/users", map[string]any{"username": "x"}, true},
+		{"an invalid user", "POST", path + "/users", map[string]any{"username": "Not Valid!"}, false},
+		{"a user of an unknown tenant", "POST", "/v1/systems/lam/tenants/nobody/users", map[string]any{"username": "x"}, false},
+	} {
+		lam, lr := callAs(t, c.noAuth, c.method, "http://"+s.command.addr+c.path, c.body), callAs(t, c.noAuth, c.method, "http://"+longCmd.addr+c.path, c.body)
+		if lam.status != lr.status || lam.header.Get("Content-Type") != lr.header.Get("Content-Type") || !sameBody(lam.body, lr.body) {
+			t.Errorf("command API, %s: Lambda %d %s %.200s; long-running %d %s %.200s", c.name, lam.status, lam.header.Get("Content-Type"), lam.body,
+				lr.status, lr.header.Get("Content-Type"), lr.body)
+		}
+	}
+}
+
+// callAs is call, without the token when noAuth.
+func callAs(t *testing.T, noAuth bool, method, url string, body any) response {
+	t.Helper()
+	if noAuth {
+		status, header, b := apitest.Call(t, "", method, url, body)
+		return response{status: status, header: header, body: b}
+	}
+	return call(t, method, url, body)
+}
+
+// sameBody compares two answers leaving out what differs by request (ids, times).
+func sameBody(a, b []byte) bool {
+	strip := func(s []byte) string {
+		out := string(s)
+		for _, re := range volatile {
+			out = re.ReplaceAllString(out, "")
+		}
+		return out
+	}
+	return strip(a) == strip(b)
+}
+
+// volatile are the parts of an answer that differ between two requests.
+var volatile = []*regexp.Regexp{
+	regexp.MustCompile(`"(request_id|instance|trace_id|correlation_id)"\s*:\s*"[^"]*"`),
+	regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`),
+}
