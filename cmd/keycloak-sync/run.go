@@ -40,7 +40,8 @@ SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.
 reconcile refuses to delete more than this share of a realm's managed users),
 SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms),
 SSO_STREAM_IDLE_POLL_MAX (default 1s), SSO_STREAM_LEASE_SCAN (default 30s),
-SSO_STREAM_CONSUMERS (default 2), SSO_LOG_LEVEL,
+SSO_STREAM_CONSUMERS (default 2), SSO_KEYCLOAK_PARK_MAX (default 1h: past it a parked
+tenant's records become dead letters, re-driven once its realm answers), SSO_LOG_LEVEL,
 SSO_CORS_ORIGINS (browser origins, e.g. the web console's, that may read /metrics,
 /healthz, /readyz), AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
