@@ -1,7 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"slices"
 	"sync/atomic"
@@ -10,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm/esmtest"
@@ -224,4 +232,69 @@ func sameBody(a, b []byte) bool {
 var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`"(request_id|instance|trace_id|correlation_id)"\s*:\s*"[^"]*"`),
 	regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`),
+}
+
+// quotaProxy is DynamoDB Local behind a proxy that refuses the creation of one table as
+// the account's table quota does.
+func quotaProxy(t *testing.T, refuse string) string {
+	t.Helper()
+	target, err := url.Parse(local.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.CreateTable" {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var in struct{ TableName string }
+			_ = json.Unmarshal(body, &in)
+			if in.TableName == refuse {
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#LimitExceededException","message":"Subscriber limit exceeded: Only 2500 tables can be created in this region for this account"}`)
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestATenantsTablesDroppedInLambdaModeTakeTheirMappingsAlong: a provisioning that hits the
+// table quota drops what it made; the mappings of the tenant's command table (here one
+// left by an earlier table of that name) go with it, and other tenants' stay.
+func TestATenantsTablesDroppedInLambdaModeTakeTheirMappingsAlong(t *testing.T) {
+	e := newEnv(t)
+	cp := mappingstest.New()
+	t.Cleanup(cp.Close)
+	names := dynamo.Names{Prefix: e.prefix}
+	proxy := quotaProxy(t, names.Users("lam", "full", 0))
+	fn := e.startFunction("command-api", "SSO_LAMBDA_PROJECTOR_ARN="+e2eProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN="+e2eSyncARN,
+		"AWS_ENDPOINT_URL_LAMBDA="+cp.URL, "AWS_ENDPOINT_URL_DYNAMODB="+proxy)
+	api := fn.gateway(t)
+	provision(t, api, "lam", "kept")
+
+	// A mapping left from an earlier table of the same name (a stream of its own).
+	ctl := mappings.New(lambda.New(lambda.Options{Region: "us-east-1", BaseEndpoint: aws.String(cp.URL), Credentials: aws.AnonymousCredentials{}}),
+		mappings.Config{Functions: []string{e2eProjectorARN}})
+	old := "arn:aws:dynamodb:ddblocal:000000000000:table/" + names.Commands("lam", "full") + "/stream/2026-01-01T00:00:00.000"
+	if err := ctl.Ensure(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cp.Mappings()); n != 3 {
+		t.Fatalf("%d mappings before, want 3", n)
+	}
+	r := call(t, "POST", "http://"+api.addr+"/v1/systems/lam/tenants", map[string]any{"tenant_id": "full"})
+	mustStatus(t, r, 503)
+	left := cp.Mappings()
+	if len(left) != 2 {
+		t.Fatalf("mappings left %+v, want the kept tenant's two", left)
+	}
+	for _, m := range left {
+		if mappings.StreamTable(m.EventSourceArn) != names.Commands("lam", "kept") {
+			t.Errorf("mapping of %s left after its tenant's tables were dropped", m.EventSourceArn)
+		}
+	}
 }
