@@ -26,10 +26,12 @@ import (
 	"github.com/ssodir/ssodir/test/apitest"
 )
 
+// The consumer functions as deploy/ names them in its test stage (prod), so that the
+// least-privilege test can hold the recorded mapping calls to the stage's grants.
 const (
-	e2eProjectorARN = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-e2e-projector"
-	e2eSyncARN      = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-e2e-keycloak-sync"
-	e2eFailuresARN  = "arn:aws:sqs:us-east-1:123456789012:ssodir-e2e-stream-failures"
+	e2eProjectorARN = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-projector"
+	e2eSyncARN      = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-keycloak-sync"
+	e2eFailuresARN  = "arn:aws:sqs:us-east-1:123456789012:ssodir-prod-stream-failures"
 )
 
 // lambdaStage is a stage in Lambda mode: the command API and query API as functions behind
