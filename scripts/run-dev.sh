@@ -17,6 +17,7 @@ mkdir -p "$data/logs" "$data/dynamodb"
 # API gets its own cursor key and never the key that opens passwords.
 [ -s "$data/secret.key" ] || head -c 32 /dev/urandom | base64 >"$data/secret.key"
 [ -s "$data/cursor.key" ] || head -c 32 /dev/urandom | base64 >"$data/cursor.key"
+[ -s "$data/progress-token" ] || head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$data/progress-token"
 [ -s "$data/dev-token" ] || echo "dev-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')" >"$data/dev-token"
 token=$(cat "$data/dev-token")
 
@@ -81,10 +82,11 @@ pids+=("$(cat "$data/dynamodb-local.pid")") names+=("DynamoDB Local") logs+=("$d
 
 # The command API creates the shared tables the others read.
 start command-api "$SSO_COMMAND_ADDR"
-start projector "$SSO_PROJECTOR_ADDR"
-# X-Min-Version reads wait on the projector's progress feed.
+# X-Min-Version reads wait on the projector's progress feed: the query API finds it in the
+# projector's heartbeat row and presents the service token both hold.
+start projector "$SSO_PROJECTOR_ADDR" SSO_PROGRESS_TOKEN="$(cat "$data/progress-token")"
 # The console learns the other services' addresses from the query API, never from a link.
-start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")" SSO_PROJECTOR_FEEDS="http://$SSO_PROJECTOR_ADDR" \
+start query-api "$SSO_QUERY_ADDR" SSO_CURSOR_KEY="$(cat "$data/cursor.key")" SSO_PROGRESS_TOKEN="$(cat "$data/progress-token")" \
   SSO_CONSOLE_COMMAND_API="http://$SSO_COMMAND_ADDR" SSO_CONSOLE_PROJECTOR="http://$SSO_PROJECTOR_ADDR" \
   SSO_CONSOLE_KEYCLOAK_SYNC="http://$SSO_KEYCLOAK_SYNC_ADDR"
 start keycloak-sync "$SSO_KEYCLOAK_SYNC_ADDR"

@@ -292,3 +292,84 @@ func TestProvisioningBeyondTheTableQuotaLeavesNothing(t *testing.T) {
 	a.do(t, "POST", "/v1/systems/acme/tenants", map[string]any{"tenant_id": "two"}).want(t, http.StatusCreated)
 	a.do(t, "POST", "/v1/systems/acme/tenants/two/users", map[string]any{"username": "x"}).want(t, http.StatusCreated)
 }
+
+// A provisioning refused by the table quota is undone by one command API while another's
+// resumption would finish it: the undo marks the tenant dropping before it deletes
+// anything, so the tenant ends either active with all its tables or gone with none of them
+// — never active without tables. The undoing process is held on DescribeTable (its account
+// proxy) while the other one runs freely.
+func TestATenantBeingDroppedIsNeverFinished(t *testing.T) {
+	env, held := proxiedEnv(t)
+	dropper := startApp(t, env)
+	ctx := context.Background()
+
+	env2 := map[string]string{}
+	for k, v := range env {
+		env2[k] = v
+	}
+	free := newAccountProxy(t, env["SSO_TABLE_PREFIX"])
+	env2["AWS_ENDPOINT_URL_DYNAMODB"] = free.srv.URL
+	env2["SSO_PROVISION_RESUME"] = "100ms"
+	resumer := startApp(t, env2)
+
+	id := dynamotest.UniqueName("t")
+	before, err := held.tables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for one more table: the tenant's first table is made, its second refused, and
+	// the undo waits on DescribeTable.
+	held.setQuota(len(before) + 1)
+	held.holdDescribe()
+	answered := make(chan reply, 1)
+	go func() { answered <- dropper.do(t, "POST", "/v1/systems/acme/tenants", map[string]any{"tenant_id": id}) }()
+
+	// The other command API resumes what it finds meanwhile.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		row := resumer.tenantRow(t, "acme", id)
+		if held.refused() > 0 && (row == nil || attrS(row, "status") == dynamo.TenantActive) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resuming command API did nothing with the tenant: %v", row)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held.releaseDescribe()
+	select {
+	case r := <-answered:
+		r.wantProblem(t, http.StatusServiceUnavailable, "table_quota_exceeded")
+	case <-time.After(time.Minute):
+		t.Fatal("the provisioning refused by the quota never answered")
+	}
+
+	tables := func() []string {
+		all, err := held.tables(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []string
+		for _, n := range all {
+			if strings.Contains(n, id) {
+				mine = append(mine, n)
+			}
+		}
+		return mine
+	}
+	row := resumer.tenantRow(t, "acme", id)
+	switch {
+	case row == nil && len(tables()) != 0:
+		t.Fatalf("the tenant is gone but its tables stay: %v", tables())
+	case row != nil && attrS(row, "status") == dynamo.TenantActive && len(tables()) != 3:
+		t.Fatalf("the tenant is active with tables %v, want its 3 tables", tables())
+	case row != nil && attrS(row, "status") != dynamo.TenantActive:
+		t.Fatalf("the tenant was left %q", attrS(row, "status"))
+	}
+	// Whatever happened, the tenant can be provisioned and used once the quota allows.
+	held.setQuota(0)
+	if r := dropper.do(t, "POST", "/v1/systems/acme/tenants", map[string]any{"tenant_id": id}); r.status != http.StatusCreated && r.status != http.StatusOK {
+		t.Fatalf("provisioning again: %s", r)
+	}
+	dropper.do(t, "POST", "/v1/systems/acme/tenants/"+id+"/users", map[string]any{"username": "x"}).want(t, http.StatusCreated)
+}

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -111,8 +114,29 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	reg := process.NewRegistry()
+	// The feed's URL goes into this process's heartbeat row once the listener is bound,
+	// so that query APIs find every projector without configuration.
+	var feedURL atomic.Pointer[string]
+	if a.cfg.FeedURL != "" {
+		feedURL.Store(&a.cfg.FeedURL)
+	}
+	listened := func(addr string) {
+		if feedURL.Load() == nil {
+			u := feedURLOf(addr)
+			feedURL.Store(&u)
+		}
+		if onListen != nil {
+			onListen(addr)
+		}
+	}
 	sub, err := streams.NewSubscriber(streams.Config{
-		Consumer:           consumer,
+		Consumer: consumer,
+		Address: func() string {
+			if u := feedURL.Load(); u != nil {
+				return *u
+			}
+			return ""
+		},
 		LeaseTable:         a.leaseTable(),
 		DeadLetterTable:    a.deadLetterTable(),
 		Source:             dynamo.NewTenantStreams(a.tenants),
@@ -133,19 +157,39 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	if err != nil {
 		return err
 	}
-	// Query APIs follow this feed (SSO_PROJECTOR_FEEDS) to wake the X-Min-Version reads
-	// waiting on what the projector writes.
-	feed := progress.NewFeed()
+	// Query APIs follow this feed (found in the heartbeat rows, with SSO_PROGRESS_TOKEN)
+	// to wake the X-Min-Version reads waiting on what the projector writes.
+	if a.cfg.ProgressToken == "" {
+		a.log.Warn("SSO_PROGRESS_TOKEN is not set: the progress feed refuses every query API, whose X-Min-Version reads poll")
+	}
+	feed := progress.NewFeed(progress.FeedConfig{Token: a.cfg.ProgressToken, MaxSubscribers: a.cfg.ProgressMaxSubscribers})
 	a.handler.Publish(feed)
 	return process.Consumer{
 		Service: "projector", Addr: a.cfg.Addr, Log: a.log, Registry: reg, Subscriber: sub,
 		Handle:   a.handler.HandleMessage,
 		Ready:    func(ctx context.Context) error { return dynamo.Ping(ctx, a.clients.DB, a.names.Config()) },
-		OnListen: onListen, CORSOrigins: a.cfg.CORSOrigins,
-		Routes: func(e *echo.Echo) { e.GET(progress.Path, echo.WrapHandler(feed)) },
+		OnListen: listened, CORSOrigins: a.cfg.CORSOrigins, NoCORSPaths: []string{progress.Path},
+		Routes: func(e *echo.Echo) {
+			e.GET(progress.Path, func(c echo.Context) error { return feed.Serve(c.Response(), c.Request()) })
+		},
 		// The feed's streams end with the service, so that its server can shut down.
 		Background: []func(ctx context.Context){func(ctx context.Context) { <-ctx.Done(); feed.Close() }},
 	}.Run(ctx)
+}
+
+// feedURLOf is the URL of the listener bound at addr as other hosts reach it: the host
+// name stands in for an address that means every interface.
+func feedURLOf(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			host = name
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // tenantFlags parses --system and --tenant (and extra flags) of a subcommand.

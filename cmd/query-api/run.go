@@ -20,6 +20,7 @@ import (
 	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/queries"
+	"github.com/ssodir/ssodir/internal/streams"
 )
 
 const usage = `usage: query-api [--help]
@@ -61,6 +62,10 @@ type hooks struct {
 	wrapDB func(queries.DB) queries.DB
 }
 
+// feedStaleAfter leaves out a projector whose heartbeat row has not moved for this long (one
+// that died with no peer to delete its row).
+const feedStaleAfter = time.Minute
+
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h hooks) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -85,7 +90,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 
 	if config.InLambda(env) {
 		// X-Min-Version by polling only: no projector feed in Lambda mode.
-		cfg.ProjectorFeeds = nil
+		cfg.ProgressToken = ""
 	}
 	e, err := newServer(ctx, cfg, log, h)
 	if err != nil {
@@ -111,12 +116,18 @@ func newServer(ctx context.Context, cfg config.QueryAPI, log *zap.Logger, h hook
 	}
 	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
-		ProjectorFeeds: cfg.ProjectorFeeds,
 	})
 	if err != nil {
 		return nil, err
 	}
-	svc.FollowProjectors(ctx, &http.Client{}, log)
+	if cfg.ProgressToken != "" {
+		// Every projector publishes its feed's URL in its heartbeat row.
+		svc.FollowProjectors(ctx, &http.Client{}, cfg.ProgressToken, func(ctx context.Context) ([]string, error) {
+			return streams.OwnerAddresses(ctx, clients.DB, names.StreamLeases(), "projector", feedStaleAfter)
+		}, log)
+	} else {
+		log.Info("SSO_PROGRESS_TOKEN is not set: X-Min-Version reads poll the read tables instead of following the projectors")
+	}
 	authn, err := auth.New(ctx, auth.Config{BootstrapToken: cfg.BootstrapToken, OIDCIssuer: cfg.OIDCIssuer, OIDCAudience: cfg.OIDCAudience},
 		&http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {

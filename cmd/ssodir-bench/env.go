@@ -174,7 +174,7 @@ func (e *env) command(name string, args []string, extra ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(e.b.binDir, name), args...)
 	cmd.Env = append(append(e.local.Env(),
 		"SSO_TABLE_PREFIX="+e.prefix, "SSO_SECRET_KEY="+e.b.key, "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+benchToken,
-		"SSO_LOG_LEVEL=info", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
+		"SSO_LOG_LEVEL=info", "SSO_PROGRESS_TOKEN=bench-progress", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")), extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }

@@ -33,8 +33,8 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// X-Min-Version reads wait on the projector's progress feed.
-	query, err := e.start(ctx, "query-api", "SSO_PROJECTOR_FEEDS="+proj.url())
+	// X-Min-Version reads wait on the projector's progress feed (found in its heartbeat row).
+	query, err := e.start(ctx, "query-api")
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func benchLag(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 			if err := query.stop(); err != nil {
 				return nil, err
 			}
-			if query, err = e.start(ctx, "query-api", "SSO_PROJECTOR_FEEDS="+proj.url()); err != nil {
+			if query, err = e.start(ctx, "query-api"); err != nil {
 				return nil, err
 			}
 			if err := warmUp(0.75 * throughput); err != nil {

@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "bench-results.json", "where to write the JSON results")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all: "+names()+")")
 	reps := fs.Int("reps", 0, "repetitions per figure (default: the scale's)")
+	deadline := fs.Duration("deadline", 0, "fail a scenario that has not finished after this long (default: the scale's: full 2h, small 15m, tiny 5m)")
 	replayUsers := fs.Int("replay-users", 0, "users of the replay scenario, 10 history records each (default: the scale's)")
 	binDir := fs.String("bin", "", "build the services into this directory and keep them (for perf's symbols; default: a temporary one)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (in-process replay and reconcile included)")
@@ -70,6 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *reps > 0 {
 		sc.Reps = *reps
+	}
+	if *deadline > 0 {
+		sc.Deadline = *deadline
 	}
 	if *replayUsers > 0 {
 		sc.ReplayUsers = *replayUsers
@@ -116,9 +120,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, s := range selected {
 		t := time.Now()
 		b.logf("== %s (%s scale)", s.name, sc.Name)
-		results, err := s.run(ctx, b, sc)
+		results, err := runScenario(ctx, s, b, sc)
 		if err != nil {
-			return fmt.Errorf("scenario %s: %w", s.name, err)
+			return err
 		}
 		for _, r := range results {
 			rep.Scenarios = append(rep.Scenarios, r.finish())
@@ -137,6 +141,59 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep.writeTable(stdout)
 	return rep.writeJSON(*out)
 }
+
+// runScenario runs s with sc.Deadline as its deadline. A scenario that does not return
+// by then — a request that never gets an answer, a service that never exits — is left
+// behind: the run fails at once with a message (the services it started are killed with
+// the bench, Pdeathsig) rather than waiting for ever.
+func runScenario(ctx context.Context, s scenario, b *bench, sc scale) ([]*result, error) {
+	if sc.Deadline <= 0 {
+		results, err := s.run(ctx, b, sc)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", s.name, err)
+		}
+		return results, nil
+	}
+	expired := fmt.Errorf("scenario %s did not finish within its deadline of %s (-deadline)", s.name, sc.Deadline)
+	ctx, cancel := context.WithTimeoutCause(ctx, sc.Deadline, expired)
+	defer cancel()
+	type outcome struct {
+		results []*result
+		err     error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		results, err := s.run(ctx, b, sc)
+		done <- outcome{results, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			if context.Cause(ctx) == expired {
+				return nil, fmt.Errorf("%w: %w", expired, o.err)
+			}
+			return nil, fmt.Errorf("scenario %s: %w", s.name, o.err)
+		}
+		return o.results, nil
+	case <-ctx.Done():
+		if cause := context.Cause(ctx); cause != expired {
+			return nil, fmt.Errorf("scenario %s: %w", s.name, cause)
+		}
+		// Give a scenario that honours its context a moment to return its own error.
+		select {
+		case o := <-done:
+			if o.err != nil {
+				return nil, fmt.Errorf("%w: %w", expired, o.err)
+			}
+			return o.results, nil
+		case <-time.After(scenarioGrace):
+			return nil, fmt.Errorf("%w; it is still waiting, abandoned", expired)
+		}
+	}
+}
+
+// scenarioGrace is how long a scenario past its deadline may take to return.
+const scenarioGrace = 10 * time.Second
 
 func names() string {
 	var n []string

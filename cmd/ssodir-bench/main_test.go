@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTinyRun runs every scenario end to end at the tiny scale — real DynamoDB Local, the
@@ -94,5 +96,39 @@ func TestCPULine(t *testing.T) {
 	}
 	if got := cpuLine(map[string]float64{"per_s": 1}, nil); got != "" {
 		t.Fatalf("cpuLine without CPU figures = %q, want empty", got)
+	}
+}
+
+// A scenario that waits for ever, even after its context ends (a connection to a double
+// that never answers), fails the run with a message once its deadline passes.
+func TestScenarioDeadline(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	s := scenario{name: "stuck", run: func(ctx context.Context, b *bench, sc scale) ([]*result, error) {
+		<-hang
+		return nil, nil
+	}}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := runScenario(context.Background(), s, nil, scale{Deadline: 50 * time.Millisecond})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "scenario stuck did not finish within its deadline of 50ms") {
+			t.Fatalf("err = %v, want the deadline named", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("runScenario waited on a hung scenario")
+	}
+
+	// One that honours its context returns its own error with the deadline's message.
+	s.run = func(ctx context.Context, b *bench, sc scale) ([]*result, error) {
+		<-ctx.Done()
+		return nil, errors.New("GET /users: context deadline exceeded")
+	}
+	_, err := runScenario(context.Background(), s, nil, scale{Deadline: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "deadline of 50ms") || !strings.Contains(err.Error(), "GET /users") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -392,3 +392,21 @@ func TestMembersChangeRacesUserDelete(t *testing.T) {
 		check(t, w)
 	})
 }
+
+// TestLoadUsersNamesEachUserOnce: a list naming a user twice is read as if it named it once
+// (BatchGetItem refuses a request with a key twice).
+func TestLoadUsersNamesEachUserOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	if err := w.createMany(ctx, []string{"ann", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.real.LoadUsers(ctx, w.tenant, []string{"ann", "bob", "ann", "nobody", "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["ann"].State.Username != "ann" || got["bob"].State.Username != "bob" {
+		t.Fatalf("LoadUsers = %v, want ann and bob", got)
+	}
+}

@@ -44,10 +44,12 @@ type TenantStore interface {
 	CreateTables(ctx context.Context, system, tenant string) error
 	// EnsureTables creates the tenant's tables if missing and waits until they are ready.
 	EnsureTables(ctx context.Context, system, tenant string) error
-	// DropTenant deletes the tables and the row of a tenant still provisioning; it returns
-	// ErrVersionConflict when the tenant became active meanwhile.
+	// DropTenant deletes the tables and the row of a tenant still provisioning (or already
+	// dropping): it first moves the row to TenantDropping, conditionally, so that no
+	// process finishes it any more; it returns ErrVersionConflict when the tenant became
+	// active first.
 	DropTenant(ctx context.Context, system, tenant string) error
-	// ProvisioningTenants lists the tenants still provisioning.
+	// ProvisioningTenants lists the tenants still provisioning or dropping.
 	ProvisioningTenants(ctx context.Context) ([]TenantRecord, error)
 }
 
@@ -79,7 +81,15 @@ func NewProvisionTenantHandler(s TenantStore, secrets SecretBox, now Clock) Prov
 const (
 	TenantProvisioning = "provisioning"
 	TenantActive       = "active"
+	// TenantDropping is a provisioning being undone: it is never finished.
+	TenantDropping = "dropping"
 )
+
+// errDropping answers a provisioning of a tenant whose earlier provisioning is being
+// undone: once it is gone, a retry provisions it afresh.
+func errDropping() error {
+	return apperr.Unavailable(errors.New("the tenant's provisioning is being undone; retry to provision it afresh"), 5*time.Second)
+}
 
 // Handle provisions the tenant and waits until its tables are ready: Start, then Finish.
 // created is false when it already existed with the same settings (an interrupted
@@ -122,6 +132,9 @@ func (h ProvisionTenantHandler) Start(ctx context.Context, cmd ProvisionTenant) 
 		}
 		if !same {
 			return rec, false, apperr.Conflict(apperr.CodeTenantExists, "the tenant exists with other settings")
+		}
+		if existing.Status == TenantDropping {
+			return rec, false, errDropping()
 		}
 		if existing.Status != TenantActive {
 			if err := h.createTables(ctx, existing); err != nil {
@@ -174,14 +187,21 @@ func (h ProvisionTenantHandler) undoOnQuota(ctx context.Context, rec TenantRecor
 
 // Finish waits until the tenant's tables are ready and marks it active; it is idempotent,
 // so any process may finish a provisioning another one started. A reached table quota
-// undoes the provisioning as Start does.
+// undoes the provisioning as Start does. A tenant being dropped is never finished: Finish
+// completes the drop instead (deleting whatever tables it made meanwhile).
 func (h ProvisionTenantHandler) Finish(ctx context.Context, rec TenantRecord) (TenantRecord, error) {
+	if rec.Status == TenantDropping {
+		return rec, h.drop(ctx, rec)
+	}
 	if err := h.store.EnsureTables(ctx, rec.System, rec.ID); err != nil {
 		return rec, h.undoOnQuota(ctx, rec, err)
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if rec.Status == TenantActive {
+		switch rec.Status {
+		case TenantActive:
 			return rec, nil
+		case TenantDropping:
+			return rec, h.drop(ctx, rec)
 		}
 		rec.Status = TenantActive
 		rec.UpdatedAt = h.now().UTC().Truncate(time.Millisecond)
@@ -193,13 +213,22 @@ func (h ProvisionTenantHandler) Finish(ctx context.Context, rec TenantRecord) (T
 		if !errors.Is(err, ErrVersionConflict) {
 			return rec, err
 		}
-		// Changed meanwhile (finished by another process, or its Keycloak settings
-		// replaced): read it again and finish what is there now.
+		// Changed meanwhile (finished or dropped by another process, or its Keycloak
+		// settings replaced): read it again and finish what is there now.
 		if rec, err = h.store.GetTenant(ctx, rec.System, rec.ID); err != nil {
 			return rec, err
 		}
 	}
 	return rec, apperr.Unavailable(ErrVersionConflict, time.Second)
+}
+
+// drop completes the drop of a tenant another process began to drop, and answers that the
+// tenant is not provisioned.
+func (h ProvisionTenantHandler) drop(ctx context.Context, rec TenantRecord) error {
+	if err := h.store.DropTenant(ctx, rec.System, rec.ID); err != nil && !errors.Is(err, ErrVersionConflict) {
+		return errors.Join(errDropping(), err)
+	}
+	return errDropping()
 }
 
 // UpdateKeycloak replaces a tenant's Keycloak settings.

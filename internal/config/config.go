@@ -383,10 +383,10 @@ type QueryAPI struct {
 	// ConsoleReadTimeout is how long the console waits for an answer to a read before it
 	// says so and offers to try again (SSO_CONSOLE_READ_TIMEOUT, default 15s).
 	ConsoleReadTimeout time.Duration
-	// ProjectorFeeds are the projectors' probe listeners (SSO_PROJECTOR_FEEDS, comma-
-	// separated http(s) URLs such as http://projector-0:8082) whose progress feeds
-	// X-Min-Version reads wait on; empty: they poll the read table.
-	ProjectorFeeds []string
+	// ProgressToken is the service credential the projectors' progress feeds ask for
+	// (SSO_PROGRESS_TOKEN); the feeds are found in the projectors' heartbeat rows. Empty:
+	// no feed is followed, and X-Min-Version reads poll the read table.
+	ProgressToken string
 }
 
 // LoadQueryAPI reads QueryAPI from env.
@@ -407,16 +407,7 @@ func LoadQueryAPI(env Env) (QueryAPI, error) {
 	if c.ConsoleReadTimeout < time.Second || c.ConsoleReadTimeout > 5*time.Minute {
 		r.fail("SSO_CONSOLE_READ_TIMEOUT: must be between 1s and 5m")
 	}
-	for _, feed := range strings.Split(r.str("SSO_PROJECTOR_FEEDS", ""), ",") {
-		if feed = strings.TrimRight(strings.TrimSpace(feed), "/"); feed == "" {
-			continue
-		}
-		if u, err := url.Parse(feed); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			r.fail("SSO_PROJECTOR_FEEDS: %q is not an http(s) URL of a projector's probe listener", feed)
-			continue
-		}
-		c.ProjectorFeeds = append(c.ProjectorFeeds, feed)
-	}
+	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
 	if c.ConsoleClientID != "" && c.OIDCIssuer == "" {
 		r.fail("SSO_CONSOLE_CLIENT_ID needs SSO_OIDC_ISSUER (the issuer the console signs in at)")
 	}
@@ -431,6 +422,16 @@ type Projector struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// ProgressToken is what a follower of the progress feed (GET /v1/applied) must present
+	// (SSO_PROGRESS_TOKEN, shared with the query APIs); empty: the feed refuses everyone.
+	ProgressToken string
+	// ProgressMaxSubscribers caps the feed's streams at once (SSO_PROGRESS_MAX_SUBSCRIBERS,
+	// default 64); beyond it a follower gets 503.
+	ProgressMaxSubscribers int
+	// FeedURL is the URL query APIs reach this projector's probe listener at, published in
+	// its heartbeat row (SSO_PROJECTOR_FEED_URL); empty: http:// and the listener's
+	// address, with the host name when it listens on every interface.
+	FeedURL string
 	// SinglePuts (SSO_PROJECTOR_WRITES=puts) writes each view item with its own
 	// conditional PutItem, one write unit per KB on AWS, instead of transactions of 25
 	// (=transactions), which cost two there but are faster on DynamoDB Local. Default:
@@ -444,6 +445,9 @@ func LoadProjector(env Env) (Projector, error) {
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
 	c.Stream = r.stream()
+	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
+	c.ProgressMaxSubscribers = r.positive("SSO_PROGRESS_MAX_SUBSCRIBERS", 64)
+	c.FeedURL = r.baseURL("SSO_PROJECTOR_FEED_URL")
 	switch v := r.str("SSO_PROJECTOR_WRITES", ""); v {
 	case "":
 		c.SinglePuts = !isLocalEndpoint(c.DynamoEndpoint)

@@ -40,8 +40,10 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadCommandAPI(e); return err }, nil},
 		{"the console's client id needs an issuer", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_CONSOLE_CLIENT_ID": "ssodir-console"},
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
-		{"a projector feed must be an http(s) URL", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_PROJECTOR_FEEDS": "http://p0:8082, projector-1:8082"},
-			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_PROJECTOR_FEEDS", "projector-1:8082"}},
+		{"a projector's feed URL must be an http(s) base URL", map[string]string{"SSO_PROJECTOR_FEED_URL": "projector-1:8082"},
+			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_PROJECTOR_FEED_URL", "projector-1:8082"}},
+		{"the progress feed's subscriber cap must be positive", map[string]string{"SSO_PROGRESS_MAX_SUBSCRIBERS": "0"},
+			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_PROGRESS_MAX_SUBSCRIBERS"}},
 		{"the console's addresses must be http(s) base URLs", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",
 			"SSO_CONSOLE_COMMAND_API": "directory.example.com:8080", "SSO_CONSOLE_PROJECTOR": "https://u:p@p.example.com",
 			"SSO_CONSOLE_KEYCLOAK_SYNC": "https://k.example.com/?x=1", "SSO_CONSOLE_READ_TIMEOUT": "10ms"},
@@ -128,10 +130,9 @@ func TestQueryAPINeverReadsTheSecretKey(t *testing.T) {
 	if q.MaxWaiters != 512 || q.MaxTenantWaiters != 128 {
 		t.Errorf("waiter caps %d/%d, want the defaults 512/128", q.MaxWaiters, q.MaxTenantWaiters)
 	}
-	q, err = LoadQueryAPI(Map(map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",
-		"SSO_PROJECTOR_FEEDS": " http://projector-0:8082/, https://projector-1:8082,"}))
-	if err != nil || len(q.ProjectorFeeds) != 2 || q.ProjectorFeeds[0] != "http://projector-0:8082" || q.ProjectorFeeds[1] != "https://projector-1:8082" {
-		t.Errorf("SSO_PROJECTOR_FEEDS gave %q (%v)", q.ProjectorFeeds, err)
+	q, err = LoadQueryAPI(Map(map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_PROGRESS_TOKEN": "feed-secret"}))
+	if err != nil || q.ProgressToken != "feed-secret" {
+		t.Errorf("SSO_PROGRESS_TOKEN gave %q (%v)", q.ProgressToken, err)
 	}
 }
 

@@ -62,9 +62,14 @@ func (s *CommandStore) batchGet(ctx context.Context, table string, keys []map[st
 
 // LoadUsers reads the config items of the usernames.
 func (s *CommandStore) LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error) {
-	keys := make([]map[string]types.AttributeValue, len(usernames))
-	for i, u := range usernames {
-		keys[i] = map[string]types.AttributeValue{"id": str(UserID(u)), "sk": str(SKConfig)}
+	// BatchGetItem refuses a request that names a key twice.
+	keys := make([]map[string]types.AttributeValue, 0, len(usernames))
+	seen := make(map[string]bool, len(usernames))
+	for _, u := range usernames {
+		if !seen[u] {
+			seen[u] = true
+			keys = append(keys, map[string]types.AttributeValue{"id": str(UserID(u)), "sk": str(SKConfig)})
+		}
 	}
 	items, err := s.batchGet(ctx, s.table(t), keys)
 	if err != nil {

@@ -19,6 +19,9 @@ import (
 const (
 	TenantProvisioning = "provisioning"
 	TenantActive       = "active"
+	// TenantDropping marks a provisioning being undone (TenantStore.DropTenant): nothing
+	// finishes it any more; its tables and then its row are deleted.
+	TenantDropping = "dropping"
 )
 
 // Tenant is a tenant's row in `{p}_Config`.

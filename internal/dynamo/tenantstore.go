@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -167,20 +168,32 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 	return s.ensureMappings(ctx, system, tenant)
 }
 
-// DropTenant undoes a provisioning that cannot finish: it deletes the tenant's tables
+// DropTenant undoes a provisioning that cannot finish. It first moves the row from
+// provisioning to dropping, conditionally, so that no process finishes the tenant any more
+// (a finish writes on the row version this moves on); then it deletes the tenant's tables
 // (waiting out any still being created, and turning their deletion protection off on
-// purpose) and then its row, as long as the row is still
-// provisioning. A tenant that became active meanwhile is left alone (ErrVersionConflict).
+// purpose) and then the row, as long as it is still dropping. A tenant that became active
+// first is left alone (ErrVersionConflict); one already dropping is dropped again (a
+// drop interrupted by a stopped process is completed by the next).
 func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) error {
-	row, err := s.tenants.Get(ctx, system, tenant)
-	if apperr.KindOf(err) == apperr.KindNotFound {
-		return nil
+	key := map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.names.Config()),
+		Key:                       key,
+		UpdateExpression:          aws.String("SET #st = :d, updated_at = :u, row_version = row_version + :one"),
+		ConditionExpression:       aws.String("#st IN (:p, :d)"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(TenantProvisioning), ":d": str(TenantDropping), ":u": str(FormatTime(time.Now())), ":one": num(1)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if _, gerr := s.tenants.Get(ctx, system, tenant); apperr.KindOf(gerr) == apperr.KindNotFound {
+			return nil // no row: nothing to drop
+		}
+		return commands.ErrVersionConflict
 	}
 	if err != nil {
-		return err
-	}
-	if row.Status != TenantProvisioning {
-		return commands.ErrVersionConflict
+		return fmt.Errorf("mark tenant %s/%s dropping: %w", system, tenant, translate(err))
 	}
 	if err := s.removeMappings(ctx, system, tenant); err != nil {
 		return err
@@ -192,14 +205,13 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) err
 	}
 	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.names.Config()),
-		Key:                       map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
-		ConditionExpression:       aws.String("#st = :p"),
+		Key:                       key,
+		ConditionExpression:       aws.String("#st = :d"),
 		ExpressionAttributeNames:  map[string]string{"#st": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(TenantProvisioning)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d": str(TenantDropping)},
 	})
-	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return commands.ErrVersionConflict
+		return nil // dropped by another process meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("delete tenant %s/%s: %w", system, tenant, translate(err))
@@ -207,11 +219,12 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) err
 	return nil
 }
 
-// ProvisioningTenants lists the tenants whose provisioning has not finished (for the
-// command API to resume what a stopped process left): one Scan of `{p}_Config`, filtered.
+// ProvisioningTenants lists the tenants whose provisioning, or its undoing, has not
+// finished (for the command API to resume what a stopped process left): one Scan of
+// `{p}_Config`, filtered.
 func (s *TenantStore) ProvisioningTenants(ctx context.Context) ([]commands.TenantRecord, error) {
-	rows, err := s.tenants.listWhere(ctx, "#st = :p", map[string]string{"#st": "status"},
-		map[string]types.AttributeValue{":p": str(TenantProvisioning)})
+	rows, err := s.tenants.listWhere(ctx, "#st IN (:p, :d)", map[string]string{"#st": "status"},
+		map[string]types.AttributeValue{":p": str(TenantProvisioning), ":d": str(TenantDropping)})
 	if err != nil {
 		return nil, err
 	}

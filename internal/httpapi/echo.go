@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +29,9 @@ type Options struct {
 	Service string
 	// CORSOrigins are the browser origins allowed to call the API; none turns CORS off.
 	CORSOrigins []string
+	// NoCORSPaths are never offered to browsers, whatever CORSOrigins says (a service
+	// route such as the projector's progress feed).
+	NoCORSPaths []string
 }
 
 // routeUnmatched labels requests that matched no route, so that scanners probing random
@@ -46,6 +50,7 @@ func NewEcho(opts Options) *echo.Echo {
 	e.Use(requestID, observe(opts.Log, opts.Metrics, opts.Service), recoverPanics)
 	if len(opts.CORSOrigins) > 0 {
 		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
+			Skipper:      func(c echo.Context) bool { return slices.Contains(opts.NoCORSPaths, c.Request().URL.Path) },
 			AllowOrigins: opts.CORSOrigins,
 			AllowMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 				http.MethodPatch, http.MethodDelete},

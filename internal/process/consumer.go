@@ -36,6 +36,8 @@ type Consumer struct {
 	// Routes adds routes of the service's own beside the probes (the projector's progress
 	// feed).
 	Routes func(e *echo.Echo)
+	// NoCORSPaths are routes never offered to browsers (the progress feed).
+	NoCORSPaths []string
 }
 
 // routerCloseTimeout stays above the subscriber's own shutdown timeout, so that the
@@ -52,7 +54,7 @@ func (c Consumer) Run(ctx context.Context) error {
 	router.AddMiddleware(streams.FailureReason)
 	router.AddConsumerHandler(c.Service, "ssodir.user_commands", c.Subscriber, c.Handle)
 
-	e := httpapi.NewEcho(httpapi.Options{Log: c.Log, Metrics: httpapi.NewMetrics(c.Registry), Service: c.Service, CORSOrigins: c.CORSOrigins})
+	e := httpapi.NewEcho(httpapi.Options{Log: c.Log, Metrics: httpapi.NewMetrics(c.Registry), Service: c.Service, CORSOrigins: c.CORSOrigins, NoCORSPaths: c.NoCORSPaths})
 	httpapi.RegisterProbes(e, func(ctx context.Context) error {
 		if c.Ready != nil {
 			if err := c.Ready(ctx); err != nil {

@@ -8,20 +8,27 @@
 // A notice is only a hint. Readers always answer from a strongly consistent read of the
 // item, never from a notice, so a lost, late or duplicated notice costs time, never
 // correctness: the readers' slow poll still finds the item. The feed is served on the
-// projector's probe listener (GET /v1/applied), as newline-delimited JSON, with the same
-// exposure as its /metrics (tenant and aggregate names, versions; no user data).
+// projector's probe listener (GET /v1/applied), as newline-delimited JSON. Its notices name
+// aggregates (`user#<username>`) of every tenant, so it is not open: a request needs the
+// service credential the projectors and query APIs share (SSO_PROGRESS_TOKEN, as
+// `Authorization: Bearer`), at most MaxSubscribers streams are served at once (each holds a
+// buffer of subscriberBuffer notices), and it is never offered to browsers (no CORS).
 package progress
 
 import (
 	"bufio"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/apperr"
 )
 
 // Path is where a projector serves its feed.
@@ -45,8 +52,23 @@ const (
 	keepAlive = 10 * time.Second
 )
 
+// DefaultMaxSubscribers caps the streams a feed serves at once: every query API process
+// holds one per projector, so this is far above any deployment's query API count.
+const DefaultMaxSubscribers = 64
+
+// FeedConfig secures a Feed.
+type FeedConfig struct {
+	// Token is the credential a follower must present (SSO_PROGRESS_TOKEN); empty refuses
+	// every follower.
+	Token string
+	// MaxSubscribers caps the streams served at once; 0 means DefaultMaxSubscribers.
+	MaxSubscribers int
+}
+
 // Feed fans notices out to the query APIs following it. Publish never blocks.
 type Feed struct {
+	token  []byte
+	max    int
 	mu     sync.Mutex
 	subs   map[chan Notice]struct{}
 	closed chan struct{}
@@ -54,8 +76,23 @@ type Feed struct {
 }
 
 // NewFeed is a feed without subscribers.
-func NewFeed() *Feed {
-	return &Feed{subs: map[chan Notice]struct{}{}, closed: make(chan struct{})}
+func NewFeed(cfg FeedConfig) *Feed {
+	if cfg.MaxSubscribers <= 0 {
+		cfg.MaxSubscribers = DefaultMaxSubscribers
+	}
+	return &Feed{token: []byte(cfg.Token), max: cfg.MaxSubscribers, subs: map[chan Notice]struct{}{}, closed: make(chan struct{})}
+}
+
+// retryFull is the Retry-After of a refusal beyond the subscriber cap.
+const retryFull = 10 * time.Second
+
+// authorized reports whether r carries the feed's token.
+func (f *Feed) authorized(r *http.Request) bool {
+	if len(f.token) == 0 {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), f.token) == 1
 }
 
 // Publish hands n to every subscriber. A subscriber whose buffer is full is dropped (its
@@ -83,10 +120,31 @@ func (f *Feed) Subscribers() int {
 // Close ends every stream, so that the HTTP server can shut down.
 func (f *Feed) Close() { f.once.Do(func() { close(f.closed) }) }
 
-// ServeHTTP streams notices as JSON lines until the client leaves or the feed closes.
+// ServeHTTP is Serve for a plain HTTP server: a refusal is answered with its status.
 func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := f.Serve(w, r); err != nil {
+		status := http.StatusServiceUnavailable
+		if apperr.KindOf(err) == apperr.KindUnauthenticated {
+			status = http.StatusUnauthorized
+		}
+		http.Error(w, err.Error(), status)
+	}
+}
+
+// Serve streams notices as JSON lines until the client leaves or the feed closes. Before
+// anything is written it refuses a request without the token (apperr unauthenticated) and
+// one beyond the subscriber cap (apperr unavailable, with Retry-After); the caller answers
+// those.
+func (f *Feed) Serve(w http.ResponseWriter, r *http.Request) error {
+	if !f.authorized(r) {
+		return apperr.Unauthenticated("the progress feed needs the service token (SSO_PROGRESS_TOKEN) as a bearer token")
+	}
 	ch := make(chan Notice, subscriberBuffer)
 	f.mu.Lock()
+	if len(f.subs) >= f.max {
+		f.mu.Unlock()
+		return apperr.Unavailable(fmt.Errorf("the progress feed serves at most %d followers at once", f.max), retryFull)
+	}
 	f.subs[ch] = struct{}{}
 	f.mu.Unlock()
 	defer func() {
@@ -108,7 +166,7 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush()
 	}
 	if flush() != nil {
-		return
+		return nil
 	}
 	enc := json.NewEncoder(w)
 	ticker := time.NewTicker(keepAlive)
@@ -117,31 +175,31 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case n, ok := <-ch:
 			if !ok {
-				return // dropped: too slow
+				return nil // dropped: too slow
 			}
 			if err := rc.SetWriteDeadline(time.Now().Add(keepAlive)); err != nil {
-				return
+				return nil
 			}
 			if enc.Encode(n) != nil {
-				return
+				return nil
 			}
 			// Whatever else is queued goes out with it, in one flush.
 			for range len(ch) {
 				if n, ok = <-ch; !ok || enc.Encode(n) != nil {
-					return
+					return nil
 				}
 			}
 			if flush() != nil {
-				return
+				return nil
 			}
 		case <-ticker.C:
 			if _, err := w.Write([]byte("\n")); err != nil || flush() != nil {
-				return
+				return nil
 			}
 		case <-r.Context().Done():
-			return
+			return nil
 		case <-f.closed:
-			return
+			return nil
 		}
 	}
 }
@@ -150,11 +208,11 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ctx is done, handing each notice to notify. It reconnects after a failure, after a
 // pause that doubles up to 10 s while the feed cannot be reached and is 100 ms again once a
 // stream was served, and tells connected when it starts and stops reading.
-func Follow(ctx context.Context, client *http.Client, url string, notify func(Notice), connected func(bool), log *zap.Logger) {
+func Follow(ctx context.Context, client *http.Client, url, token string, notify func(Notice), connected func(bool), log *zap.Logger) {
 	const firstPause = 100 * time.Millisecond
 	pause := firstPause
 	for ctx.Err() == nil {
-		served, err := follow(ctx, client, url+Path, notify, connected)
+		served, err := follow(ctx, client, url+Path, token, notify, connected)
 		if ctx.Err() != nil {
 			return
 		}
@@ -174,7 +232,7 @@ func Follow(ctx context.Context, client *http.Client, url string, notify func(No
 }
 
 // follow reads one stream of the feed; served reports that the feed answered it.
-func follow(ctx context.Context, client *http.Client, url string, notify func(Notice), connected func(bool)) (served bool, err error) {
+func follow(ctx context.Context, client *http.Client, url, token string, notify func(Notice), connected func(bool)) (served bool, err error) {
 	// A feed that says nothing for three keep-alives is dead.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -182,6 +240,7 @@ func follow(ctx context.Context, client *http.Client, url string, notify func(No
 	if err != nil {
 		return false, err
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := client.Do(req)
 	if err != nil {
 		return false, err

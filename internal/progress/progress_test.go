@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 )
 
+const testToken = "progress-secret"
+
 // follower follows a feed and keeps what it heard.
 type follower struct {
 	mu        sync.Mutex
@@ -48,7 +50,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // published while it is connected, in order; a feed restarted at the same address is
 // followed again; Close ends the streams so the server can stop.
 func TestFeed(t *testing.T) {
-	feed := NewFeed()
+	feed := NewFeed(FeedConfig{Token: testToken})
 	var serving atomic.Pointer[Feed] // the projector now listening at the address
 	serving.Store(feed)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +65,7 @@ func TestFeed(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var f follower
-	go Follow(ctx, srv.Client(), srv.URL, f.notify, f.up, zap.NewNop())
+	go Follow(ctx, srv.Client(), srv.URL, testToken, f.notify, f.up, zap.NewNop())
 	eventually(t, "the follower to connect", func() bool { return feed.Subscribers() == 1 })
 	want := []Notice{{"acme", "eu", "user#ann", 1}, {"acme", "eu", "group#staff", 7}, {"acme", "us", "user#ann", 2}}
 	for _, n := range want {
@@ -77,7 +79,7 @@ func TestFeed(t *testing.T) {
 	// The projector stops (its feed closes), and a new one serves at the same address.
 	feed.Close()
 	eventually(t, "the follower to notice the end", func() bool { c, _ := f.state(); return c == 0 })
-	next := NewFeed()
+	next := NewFeed(FeedConfig{Token: testToken})
 	serving.Store(next)
 	eventually(t, "the follower to reconnect", func() bool { return next.Subscribers() == 1 })
 	next.Publish(Notice{"acme", "eu", "user#bob", 3})
@@ -93,7 +95,7 @@ func TestFeed(t *testing.T) {
 // TestPublishDropsASlowSubscriber: a subscriber whose buffer is full is dropped (its
 // stream ends and it reconnects) rather than slowing the projector down.
 func TestPublishDropsASlowSubscriber(t *testing.T) {
-	feed := NewFeed()
+	feed := NewFeed(FeedConfig{Token: testToken})
 	slow := make(chan Notice, 2)
 	fast := make(chan Notice, 10)
 	feed.subs[slow], feed.subs[fast] = struct{}{}, struct{}{}
@@ -119,7 +121,7 @@ func TestPublishDropsASlowSubscriber(t *testing.T) {
 // deadline, and net/http clears the read deadline once a request without a body has been
 // read).
 func TestFeedOutlivesTheListenersTimeouts(t *testing.T) {
-	feed := NewFeed()
+	feed := NewFeed(FeedConfig{Token: testToken})
 	defer feed.Close()
 	srv := httptest.NewUnstartedServer(feed)
 	srv.Config.ReadTimeout = 100 * time.Millisecond
@@ -131,7 +133,7 @@ func TestFeedOutlivesTheListenersTimeouts(t *testing.T) {
 	defer cancel()
 	var f follower
 	var ups atomic.Int32
-	go Follow(ctx, srv.Client(), srv.URL, f.notify, func(up bool) {
+	go Follow(ctx, srv.Client(), srv.URL, testToken, f.notify, func(up bool) {
 		if up {
 			ups.Add(1)
 		}
@@ -163,11 +165,98 @@ func TestFollowReconnectsAtOnceAfterAStreamThatWorked(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var f follower
-	go Follow(ctx, srv.Client(), srv.URL, f.notify, f.up, zap.NewNop())
+	go Follow(ctx, srv.Client(), srv.URL, testToken, f.notify, f.up, zap.NewNop())
 	// Growing pauses (100, 200, 400, 800 ms …) allow 4 streams in 1.6 s; pauses that start
 	// again at 100 ms allow about 16.
 	time.Sleep(1600 * time.Millisecond)
 	if n := served.Load(); n < 8 {
 		t.Fatalf("%d streams in 1.6 s: the pause kept growing after streams that worked", n)
+	}
+}
+
+// TestFeedNeedsTheServiceToken: a request without the token, with another, or to a feed
+// that has none configured, is refused before it subscribes; a follower with the wrong
+// token never hears a notice.
+func TestFeedNeedsTheServiceToken(t *testing.T) {
+	feed := NewFeed(FeedConfig{Token: testToken})
+	defer feed.Close()
+	open := NewFeed(FeedConfig{})
+	defer open.Close()
+	for _, c := range []struct {
+		name, auth string
+		feed       *Feed
+	}{
+		{"no token", "", feed},
+		{"another token", "Bearer other", feed},
+		{"the token without Bearer", testToken, feed},
+		{"a feed without a token configured", "Bearer ", open},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, Path, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		c.feed.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", c.name, rec.Code)
+		}
+		if c.feed.Subscribers() != 0 {
+			t.Errorf("%s: subscribed", c.name)
+		}
+	}
+
+	srv := httptest.NewServer(feed)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var f follower
+	go Follow(ctx, srv.Client(), srv.URL, "wrong", f.notify, func(bool) {}, zap.NewNop())
+	time.Sleep(300 * time.Millisecond) // several attempts (100 ms, 200 ms …)
+	feed.Publish(Notice{"acme", "eu", "user#ann", 1})
+	if n := feed.Subscribers(); n != 0 {
+		t.Fatalf("a follower with the wrong token subscribed (%d)", n)
+	}
+	if _, got := f.state(); len(got) != 0 {
+		t.Fatalf("a follower with the wrong token heard %v", got)
+	}
+}
+
+// TestFeedCapsItsSubscribers: beyond MaxSubscribers a request is refused (503) before it
+// holds a buffer; once one leaves, another is served.
+func TestFeedCapsItsSubscribers(t *testing.T) {
+	feed := NewFeed(FeedConfig{Token: testToken, MaxSubscribers: 2})
+	defer feed.Close()
+	srv := httptest.NewServer(feed)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var a, b follower
+	go Follow(ctx, srv.Client(), srv.URL, testToken, a.notify, a.up, zap.NewNop())
+	bctx, leave := context.WithCancel(ctx)
+	go Follow(bctx, srv.Client(), srv.URL, testToken, b.notify, b.up, zap.NewNop())
+	eventually(t, "two followers", func() bool { return feed.Subscribers() == 2 })
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+Path, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third follower: status %d, want 503", resp.StatusCode)
+	}
+	if n := feed.Subscribers(); n != 2 {
+		t.Fatalf("%d subscribers after the refusal, want 2", n)
+	}
+	leave()
+	eventually(t, "the second follower to leave", func() bool { return feed.Subscribers() == 1 })
+	resp, err = srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a follower after one left: status %d, want 200", resp.StatusCode)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -50,10 +49,6 @@ type Options struct {
 	// TenantTTL is how long a tenant row is cached; 0 means DefaultTenantTTL, and it is
 	// never more than MaxTenantTTL.
 	TenantTTL time.Duration
-	// ProjectorFeeds are the projectors' probe listeners whose progress feeds
-	// FollowProjectors follows (SSO_PROJECTOR_FEEDS): X-Min-Version reads then wait on
-	// the projectors' progress and poll only as a safety net.
-	ProjectorFeeds []string
 }
 
 // Service answers the query API's reads.
@@ -63,7 +58,6 @@ type Service struct {
 	cursors cursors
 	minWait time.Duration
 	watches *watches
-	feeds   []string
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -85,17 +79,62 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
 		return s.observe(ctx, k, true)
 	})
-	s.feeds = slices.Clone(opts.ProjectorFeeds)
-	s.watches.feeds = len(s.feeds)
 	return s, nil
 }
 
-// FollowProjectors follows the progress feed of every projector in
-// Options.ProjectorFeeds until ctx is done, waking the X-Min-Version reads waiting on what
-// they write.
-func (s *Service) FollowProjectors(ctx context.Context, client *http.Client, log *zap.Logger) {
-	for _, url := range s.feeds {
-		go progress.Follow(ctx, client, url, func(n progress.Notice) {
+// FeedDiscovery lists the projectors' progress feeds (their probe listeners' URLs) now.
+type FeedDiscovery func(ctx context.Context) ([]string, error)
+
+// DiscoveryInterval is how often FollowProjectors looks for projectors that started or
+// stopped.
+const DiscoveryInterval = 5 * time.Second
+
+// FollowProjectors follows the progress feed of every projector that discover lists,
+// looking again every DiscoveryInterval, until ctx is done: X-Min-Version reads then wait
+// on the projectors' progress and poll only as a safety net. It presents token (the
+// service credential the projectors share, SSO_PROGRESS_TOKEN) to each feed; a feed no
+// longer listed is left.
+func (s *Service) FollowProjectors(ctx context.Context, client *http.Client, token string, discover FeedDiscovery, log *zap.Logger) {
+	go func() {
+		following := map[string]context.CancelFunc{}
+		defer func() {
+			for _, stop := range following {
+				stop()
+			}
+		}()
+		t := time.NewTicker(DiscoveryInterval)
+		defer t.Stop()
+		for {
+			dctx, cancel := context.WithTimeout(ctx, DiscoveryInterval)
+			urls, err := discover(dctx)
+			cancel()
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("could not look for projectors' progress feeds; following those known", zap.Error(err))
+			case err == nil:
+				s.followOnly(ctx, client, token, urls, following, log)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// followOnly makes following (feed URL → stop) the feeds in urls.
+func (s *Service) followOnly(ctx context.Context, client *http.Client, token string, urls []string, following map[string]context.CancelFunc, log *zap.Logger) {
+	listed := map[string]bool{}
+	for _, url := range urls {
+		listed[url] = true
+		if _, ok := following[url]; ok {
+			continue
+		}
+		fctx, stop := context.WithCancel(ctx)
+		following[url] = stop
+		log.Info("following a projector's progress feed", zap.String("feed", url))
+		go progress.Follow(fctx, client, url, token, func(n progress.Notice) {
 			s.watches.notices.Add(1)
 			s.watches.notify(watchKey{n.System, n.Tenant, n.ID}, n.Version)
 		}, func(up bool) {
@@ -106,6 +145,14 @@ func (s *Service) FollowProjectors(ctx context.Context, client *http.Client, log
 			}
 		}, log)
 	}
+	for url, stop := range following {
+		if !listed[url] {
+			stop()
+			delete(following, url)
+			log.Info("projector gone: its progress feed is no longer followed", zap.String("feed", url))
+		}
+	}
+	s.watches.feeds.Store(int32(len(following)))
 }
 
 // Collectors are the metrics of X-Min-Version waiting: reads waiting now, reads refused
@@ -117,7 +164,7 @@ func (s *Service) Collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ssodir_min_version_refused_total",
 			Help: "X-Min-Version reads refused at once (503) beyond the waiter caps."}, func() float64 { return float64(s.watches.refused.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ssodir_projector_feeds_connected",
-			Help: "Projector progress feeds followed and connected now (SSO_PROJECTOR_FEEDS)."}, func() float64 { return float64(s.watches.connected.Load()) }),
+			Help: "Projector progress feeds followed and connected now (found in the projectors' heartbeat rows)."}, func() float64 { return float64(s.watches.connected.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ssodir_projector_notices_total",
 			Help: "Notices of written records heard from the projectors' feeds."}, func() float64 { return float64(s.watches.notices.Load()) }),
 	}

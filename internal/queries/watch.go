@@ -69,7 +69,7 @@ type watches struct {
 	// While every projector feed the process follows is connected (feeds > 0 and
 	// connected == feeds), a watch reads when a notice wakes it, and polls only every
 	// safetyPoll besides.
-	feeds      int
+	feeds      atomic.Int32
 	connected  atomic.Int32
 	safetyPoll time.Duration
 	// refused counts the reads refused beyond the caps; notices the feeds' notices.
@@ -167,7 +167,8 @@ func (w *watches) notify(k watchKey, version int64) {
 
 // feedsLive reports whether every projector feed followed is connected.
 func (w *watches) feedsLive() bool {
-	return w.feeds > 0 && int(w.connected.Load()) == w.feeds
+	n := w.feeds.Load()
+	return n > 0 && w.connected.Load() == n
 }
 
 // waiting is how many reads wait now, in all and for one tenant.

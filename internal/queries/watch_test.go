@@ -223,7 +223,8 @@ func TestWatchAnswersFromItsLastReadWithoutAPlace(t *testing.T) {
 func TestWatchesWakeOnProjectorProgress(t *testing.T) {
 	view := newFakeView()
 	w := newWatches(10, 10, view.read)
-	w.feeds, w.safetyPoll = 1, time.Hour
+	w.feeds.Store(1)
+	w.safetyPoll = time.Hour
 	w.connected.Add(1)
 	k := watchKey{"acme", "eu", "user#jdoe"}
 	view.set(k, 1)

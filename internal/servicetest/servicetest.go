@@ -112,11 +112,11 @@ func Start(t *testing.T) *Services {
 	s := &Services{Prefix: dynamotest.UniqueName("svct")}
 	env := append(local.Env(), "SSO_TABLE_PREFIX="+s.Prefix,
 		"SSO_SECRET_KEY="+base64.StdEncoding.EncodeToString(key), "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+Token,
-		"SSO_LOG_LEVEL=warn", "SSO_STREAM_POLL=20ms", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+		"SSO_LOG_LEVEL=warn", "SSO_STREAM_POLL=20ms", "SSO_PROGRESS_TOKEN=servicetest-progress", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
 	s.CommandURL = "http://" + s.start(t, "command-api", env, "SSO_COMMAND_ADDR")
-	projector := s.start(t, "projector", env, "SSO_PROJECTOR_ADDR")
-	// X-Min-Version reads wait on the projector's progress feed.
-	s.QueryURL = "http://" + s.start(t, "query-api", append(env, "SSO_PROJECTOR_FEEDS=http://"+projector), "SSO_QUERY_ADDR")
+	s.start(t, "projector", env, "SSO_PROJECTOR_ADDR")
+	// X-Min-Version reads wait on the projector's progress feed, found in its heartbeat row.
+	s.QueryURL = "http://" + s.start(t, "query-api", env, "SSO_QUERY_ADDR")
 	return s
 }
 

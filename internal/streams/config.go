@@ -52,6 +52,10 @@ type Config struct {
 	// Owner identifies this process among the consumer's processes; it must be unique per
 	// process (and per run). Default: host name, process id and a random suffix.
 	Owner string
+	// Address, when set, is what this process publishes in its heartbeat row for others
+	// to reach it by (the projector's progress feed URL; OwnerAddresses reads them). It is
+	// called at every heartbeat; empty publishes nothing.
+	Address func() string
 
 	// LeaseTable and DeadLetterTable are full table names (the caller adds its prefix);
 	// EnsureTables creates them.

@@ -60,6 +60,7 @@ type leaseStore struct {
 	db       DynamoDB
 	table    string
 	consumer string
+	address  func() string // published in the heartbeat row; nil: nothing
 }
 
 func (s *leaseStore) key(k string) map[string]types.AttributeValue {
@@ -136,6 +137,39 @@ func (s *leaseStore) loadOwners(ctx context.Context) ([]ownerRow, error) {
 		}
 	}
 	return owners, nil
+}
+
+// OwnerAddresses lists the addresses the live processes of a consumer publish in their
+// heartbeat rows (Config.Address), in no particular order. A process deletes its row when
+// it stops and its peers delete the row of one that died; a row whose last heartbeat is
+// older than staleAfter (by its own clock's time stamp) is left out too, for a process
+// that died with no peer to clean up after it.
+func OwnerAddresses(ctx context.Context, db DynamoDB, table, consumer string, staleAfter time.Duration) ([]string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(table),
+		KeyConditionExpression:   aws.String("#c = :c AND begins_with(#k, :p)"),
+		ExpressionAttributeNames: map[string]string{"#c": attrConsumer, "#k": attrLeaseKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":c": str(consumer), ":p": str(ownerKeyPrefix),
+		},
+	}
+	var out []string
+	p := dynamodb.NewQueryPaginator(db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query owners of %s: %w", consumer, err)
+		}
+		for _, item := range page.Items {
+			addr := getS(item, attrAddress)
+			at, err := time.Parse(time.RFC3339Nano, getS(item, attrBeatAt))
+			if addr == "" || err != nil || time.Since(at) > staleAfter {
+				continue
+			}
+			out = append(out, addr)
+		}
+	}
+	return out, nil
 }
 
 // askOwner tells a holder that a handover was asked of it (see ownerRow.Asks).
@@ -332,14 +366,23 @@ func (s *leaseStore) markGap(ctx context.Context, arn, shardID, owner, token, af
 
 // heartbeat bumps the owner's counter, creating its row on the first beat.
 func (s *leaseStore) heartbeat(ctx context.Context, owner string) error {
+	set := "SET #id = :id, #at = :now"
+	names := map[string]string{"#id": attrOwnerID, "#at": attrBeatAt, "#hb": attrHeartbeat}
+	values := map[string]types.AttributeValue{
+		":id": str(owner), ":now": str(nowString()), ":one": &types.AttributeValueMemberN{Value: "1"},
+	}
+	if s.address != nil {
+		if addr := s.address(); addr != "" {
+			set += ", #addr = :addr"
+			names["#addr"], values[":addr"] = attrAddress, str(addr)
+		}
+	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(ownerKeyPrefix + owner),
-		UpdateExpression:         aws.String("SET #id = :id, #at = :now ADD #hb :one"),
-		ExpressionAttributeNames: map[string]string{"#id": attrOwnerID, "#at": attrBeatAt, "#hb": attrHeartbeat},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":id": str(owner), ":now": str(nowString()), ":one": &types.AttributeValueMemberN{Value: "1"},
-		},
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(ownerKeyPrefix + owner),
+		UpdateExpression:          aws.String(set + " ADD #hb :one"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat of %s: %w", owner, err)

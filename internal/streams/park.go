@@ -28,6 +28,20 @@ func Park(msg *message.Message, until time.Time) {
 	msg.Metadata.Set(MetaParkUntil, until.UTC().Format(time.RFC3339Nano))
 }
 
+// MetaGiveUp is set on a message by GiveUp.
+const MetaGiveUp = "give_up"
+
+// GiveUp asks the subscriber to make msg a dead letter at once: call it in a handler, then
+// return a non-nil error. A parked stream whose parked record is given up goes on with
+// the records held behind it. keycloak-sync gives up the parked record of a tenant parked
+// longer than it allows, so that the rest flows.
+func GiveUp(msg *message.Message) {
+	msg.Metadata.Set(MetaGiveUp, "1")
+}
+
+// parkClock is the clock the park timer checks itself against (a test makes it lag).
+var parkClock = time.Now
+
 // parkUntil reads what Park set on msg; zero when it was not parked.
 func parkUntil(msg *message.Message) time.Time {
 	v := msg.Metadata.Get(MetaParkUntil)
@@ -71,7 +85,7 @@ func (w *shardWorker) reschedulePark(until time.Time) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	p.timer = time.AfterFunc(time.Until(until), func() {
+	p.timer = time.AfterFunc(until.Sub(parkClock()), func() {
 		select {
 		case w.parkDue <- p:
 		case <-w.done:
@@ -79,9 +93,15 @@ func (w *shardWorker) reschedulePark(until time.Time) {
 	})
 }
 
-// parkTimerFired puts the parked record back in line, first.
+// parkTimerFired puts the parked record back in line, first. A timer that fired before
+// until (the wall clock stepped back since it was armed) is armed again: returning without
+// one would leave the stream parked for ever.
 func (w *shardWorker) parkTimerFired(p *parkState) {
-	if w.park != p || p.due || time.Now().Before(p.until) {
+	if w.park != p || p.due {
+		return
+	}
+	if parkClock().Before(p.until) {
+		w.reschedulePark(p.until)
 		return
 	}
 	p.due = true

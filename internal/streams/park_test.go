@@ -261,3 +261,40 @@ func TestParkEndsWhenTheParkedRecordFailsOnItsOwn(t *testing.T) {
 		t.Errorf("dead letters %v (%v), want none", dls, err)
 	}
 }
+
+// A park timer that fires before the park's end (the wall clock stepped back after it was
+// armed) is armed again: the parked record is still redelivered, not held for ever. The
+// clock steps back a second after the timer is armed, and forward again after it fired.
+func TestAParkTimerThatFiresEarlyIsRearmed(t *testing.T) {
+	h, f := newHarness(t), streamstest.New()
+	arn, st := fakeStream(f, "early", "s1")
+	f.Put(arn, "s1", item("user", 1))
+	var lag atomic.Int64
+	streams.SetParkClock(t, func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) })
+	s := h.newSubscriber(streams.NewStaticSource(st), f, nil, func(*streams.Config) {})
+	ch, err := s.Subscribe(context.Background(), "records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deliveries atomic.Int32
+	var done atomic.Bool
+	go func() {
+		for msg := range ch {
+			if deliveries.Add(1) == 1 {
+				// Armed for 150 ms; when it fires, the clock says 850 ms are still to go.
+				streams.Park(msg, time.Now().Add(150*time.Millisecond))
+				msg.Nack()
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					lag.Store(int64(time.Second))
+					time.Sleep(400 * time.Millisecond)
+					lag.Store(0)
+				}()
+				continue
+			}
+			done.Store(true)
+			msg.Ack()
+		}
+	}()
+	eventually(t, 10*time.Second, "the parked record redelivered", done.Load)
+}

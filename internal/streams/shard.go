@@ -46,6 +46,7 @@ type result struct {
 	acked  bool
 	reason string
 	park   time.Time // the handler called Park
+	giveUp bool      // the handler called GiveUp
 }
 
 // shardWorker reads one leased shard and delivers its records: records of one aggregate
@@ -341,7 +342,7 @@ func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.Cance
 		r = result{e: e, acked: true}
 	case <-msg.Nacked():
 		// The handler set the reason before it nacked; the closed channel orders the read.
-		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason), park: parkUntil(msg)}
+		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason), park: parkUntil(msg), giveUp: msg.Metadata.Get(MetaGiveUp) != ""}
 	case <-w.s.msgBase.Done():
 		cancel()
 		<-w.s.sem
@@ -423,6 +424,16 @@ func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
 		return // not retried: the next holder of the shard redelivers it
 	}
 	switch {
+	case r.giveUp:
+		if p != nil && p.head == e {
+			w.endPark()
+		}
+		reason := r.reason
+		if reason == "" {
+			reason = "given up by its handler"
+		}
+		w.deadLetter(ctx, e, reason, "")
+		return
 	case p != nil && p.head == e && !r.park.IsZero():
 		e.attempts--
 		w.reschedulePark(r.park)

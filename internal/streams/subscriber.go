@@ -125,7 +125,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		cfg:               cfg,
 		log:               cfg.Logger.With(zap.String("consumer", cfg.Consumer), zap.String("owner", cfg.Owner)),
 		m:                 m,
-		leases:            &leaseStore{db: cfg.DB, table: cfg.LeaseTable, consumer: cfg.Consumer},
+		leases:            &leaseStore{db: cfg.DB, table: cfg.LeaseTable, consumer: cfg.Consumer, address: cfg.Address},
 		dlq:               NewDeadLetters(cfg.DB, cfg.DeadLetterTable, cfg.Consumer),
 		out:               make(chan *message.Message),
 		sem:               make(chan struct{}, cfg.MaxInFlight),

@@ -32,6 +32,7 @@ const (
 	attrOwnerID    = "owner_id"
 	attrHeartbeat  = "heartbeat"
 	attrBeatAt     = "heartbeat_at"
+	attrAddress    = "address"
 	attrAsks       = "handover_asks"
 	attrReleases   = "releases"
 )

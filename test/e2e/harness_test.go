@@ -120,7 +120,7 @@ func (e *env) vars(extra ...string) []string {
 	}
 	vars := append(local.Env(),
 		"SSO_TABLE_PREFIX="+e.prefix, "SSO_BOOTSTRAP_TOKEN="+token, "SSO_SYSTEM_TABLES=existing",
-		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROGRESS_TOKEN=e2e-progress", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
 	if !e.stageKeys {
 		vars = append(vars, "SSO_SECRET_KEY="+e.key, "SSO_CURSOR_KEY="+cursorKey)
 	}

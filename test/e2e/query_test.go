@@ -66,8 +66,8 @@ func walk[T any](t *testing.T, u string, limit int, between func()) []T {
 func TestQueriesEndToEnd(t *testing.T) {
 	e := newEnv(t)
 	api := e.start("command-api")
-	proj := e.start("projector")
-	q := e.start("query-api", "SSO_PROJECTOR_FEEDS=http://"+proj.addr)
+	e.start("projector")
+	q := e.start("query-api") // it finds the projector's feed in its heartbeat row
 	path := provision(t, api, "qe", "t1")
 	other := provision(t, api, "qe", "t2")
 	cmd, read := "http://"+api.addr+path, "http://"+q.addr+path

@@ -58,7 +58,9 @@ type Server struct {
 	tokens        map[string]issuedToken
 	tokensIssued  int
 	faults        []*activeFault
-	requests      []Request
+	// requests is the log; each entry is its own allocation, so that a request answered
+	// after ResetRequests records its status on its own entry, never on a newer one.
+	requests []*Request
 }
 
 type issuedToken struct {
@@ -165,7 +167,11 @@ func (s *Server) TokensIssued() int {
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		out[i] = *r
+	}
+	return out
 }
 
 // AdminRequests is the part of the request log that went to the Admin API.
@@ -282,8 +288,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	idx := len(s.requests)
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery})
+	logged := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery}
+	s.requests = append(s.requests, logged)
 	fault := s.takeFault(r)
 	s.mu.Unlock()
 
@@ -322,7 +328,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.handle(sw, r, body)
 	}
 	s.mu.Lock()
-	s.requests[idx].Status = sw.status
+	logged.Status = sw.status
 	s.mu.Unlock()
 }
 

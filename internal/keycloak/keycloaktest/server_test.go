@@ -394,3 +394,56 @@ func TestSubgroupsShowAsTheirParentsCount(t *testing.T) {
 		t.Fatalf("after deleting Staff its subgroup should be gone and the top-level Backend kept: %+v", gs)
 	}
 }
+
+// The request log may be cleared while requests are in flight (the bench clears it between
+// rounds): the requests are still answered, nothing panics, and a request answered after
+// the clear never writes its status over a newer entry.
+func TestRequestLogClearedWhileRequestsAreInFlight(t *testing.T) {
+	r := newRaw(t, Config{})
+	const inFlight = 8
+	r.s.Inject(Fault{Method: "GET", PathPrefix: AdminPath(testRealm, "/groups"), Times: inFlight, Delay: 200 * time.Millisecond, Status: 503})
+	statuses := make(chan int, inFlight)
+	errs := make(chan error, inFlight)
+	client := &http.Client{Timeout: 20 * time.Second}
+	for range inFlight {
+		go func() {
+			req, _ := http.NewRequest("GET", r.s.URL()+AdminPath(testRealm, "/groups"), nil)
+			req.Header.Set("Authorization", "Bearer "+r.token)
+			resp, err := client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.s.CountRequests("GET", AdminPath(testRealm, "/groups")) < inFlight {
+		if time.Now().After(deadline) {
+			t.Fatal("the delayed requests never reached the server")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.s.ResetRequests()
+	// A newer request, answered at once, takes the first place in the cleared log.
+	if status, _, _ := r.do("GET", "/users", ""); status != 200 {
+		t.Fatalf("GET /users: %d", status)
+	}
+	for range inFlight {
+		select {
+		case err := <-errs:
+			t.Fatalf("a request in flight while the log was cleared failed: %v", err)
+		case s := <-statuses:
+			if s != 503 {
+				t.Fatalf("a request in flight while the log was cleared: status %d, want the injected 503", s)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a request in flight while the log was cleared was never answered")
+		}
+	}
+	log := r.s.Requests()
+	if len(log) != 1 || log[0].Path != AdminPath(testRealm, "/users") || log[0].Status != 200 {
+		t.Fatalf("log after the clear: %+v, want only GET /users answered 200", log)
+	}
+}
