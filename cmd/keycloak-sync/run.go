@@ -41,7 +41,8 @@ SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.
 reconcile refuses to delete more than this share of a realm's managed users),
 SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms),
 SSO_STREAM_IDLE_POLL_MAX (default 1s), SSO_STREAM_LEASE_SCAN (default 30s),
-SSO_STREAM_CONSUMERS (default 2), SSO_LOG_LEVEL,
+SSO_STREAM_CONSUMERS (default 2), SSO_KEYCLOAK_PARK_MAX (default 1h: past it a parked
+tenant's records become dead letters, re-driven once its realm answers), SSO_LOG_LEVEL,
 SSO_CORS_ORIGINS (browser origins, e.g. the web console's, that may read /metrics,
 /healthz, /readyz), AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
@@ -98,6 +99,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if a.health, err = keycloaksync.NewHealth(a.statuses, owner, a.reg, log); err != nil {
 		return err
 	}
+	a.health.WithParkMax(cfg.ParkMax)
 	store := dynamo.NewCommandStore(clients.DB, a.names, events.NewRegistry(), 0)
 	a.realms = keycloaksync.NewRealms(a.tenants, box, keycloaksync.NewHTTPClient(), metrics, log)
 	a.reconciler, err = keycloaksync.NewReconciler(keycloaksync.ReconcilerConfig{
@@ -184,6 +186,9 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(context.Context){
 			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
 			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, sub.DeadLetters(), a.handler, a.log) },
+			// A stopping process clears its parks in the status rows; one that dies lets
+			// them lapse (parked_until).
+			func(ctx context.Context) { <-ctx.Done(); a.health.Release(context.WithoutCancel(ctx)) },
 		},
 	}.Run(ctx)
 }

@@ -46,8 +46,10 @@ origins, e.g. the web console's, that may read /metrics, /healthz, /readyz),
 SSO_PROJECTOR_WRITES (puts: a conditional PutItem per view item, the default on AWS;
 transactions: 25 at a time, the default against a local endpoint), SSO_STAGE,
 SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY (a replay's new tables),
-SSO_SYSTEM_TABLES (create or existing), SSO_ERASURE_SETTLE (default 30s: the wait
-between an erasure's two passes),
+SSO_SYSTEM_TABLES (create or existing), SSO_PROGRESS_TOKEN (the token query APIs present to
+GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS (default 64),
+SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
+SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 

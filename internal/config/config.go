@@ -526,6 +526,10 @@ type KeycloakSync struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// ParkMax bounds how long a tenant whose realm fails is parked (SSO_KEYCLOAK_PARK_MAX,
+	// default 1h): past it, its records become dead letters as they come, so that the
+	// stream is read on and nothing waits in it until its 24-hour retention trims it.
+	ParkMax time.Duration
 }
 
 // LoadKeycloakSync reads KeycloakSync from env.
@@ -545,6 +549,10 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 		c.MaxDeleteShare = f
 	}
 	c.Stream = r.stream()
+	c.ParkMax = r.duration("SSO_KEYCLOAK_PARK_MAX", time.Hour)
+	if c.ParkMax < time.Second || c.ParkMax > 12*time.Hour {
+		r.fail("SSO_KEYCLOAK_PARK_MAX: must be between 1s and 12h (well inside the stream's 24-hour retention)")
+	}
 	return c, r.err()
 }
 

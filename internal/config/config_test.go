@@ -42,6 +42,8 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
 		{"a projector's feed URL must be an http(s) base URL", map[string]string{"SSO_PROJECTOR_FEED_URL": "projector-1:8082"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_PROJECTOR_FEED_URL", "projector-1:8082"}},
+		{"a park longer than the stream keeps records is refused", map[string]string{"SSO_SECRET_KEY": key32, "SSO_KEYCLOAK_PARK_MAX": "24h"},
+			func(e Env) error { _, err := LoadKeycloakSync(e); return err }, []string{"SSO_KEYCLOAK_PARK_MAX"}},
 		{"the progress feed's subscriber cap must be positive", map[string]string{"SSO_PROGRESS_MAX_SUBSCRIBERS": "0"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_PROGRESS_MAX_SUBSCRIBERS"}},
 		{"the console's addresses must be http(s) base URLs", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",
@@ -237,5 +239,37 @@ func TestTableSettings(t *testing.T) {
 				t.Errorf("tables %+v, want %+v", cfg.Tables, c.want)
 			}
 		})
+	}
+}
+
+func TestLambdaModeNeedsBothConsumersAndValidARNs(t *testing.T) {
+	base := map[string]string{"SSO_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "SSO_BOOTSTRAP_TOKEN": "t"}
+	with := func(kv ...string) Env {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return Map(m)
+	}
+	const proj, sync = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-projector", "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-keycloak-sync"
+	c, err := LoadCommandAPI(with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync,
+		"SSO_LAMBDA_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:failures"))
+	if err != nil || !c.Lambda.Enabled() || c.Lambda.ProjectorARN != proj || c.Lambda.FailureDestinationARN == "" {
+		t.Fatalf("%+v, %v", c.Lambda, err)
+	}
+	if c, err := LoadCommandAPI(with()); err != nil || c.Lambda.Enabled() {
+		t.Errorf("unset: %+v, %v", c.Lambda, err)
+	}
+	for name, env := range map[string]Env{
+		"only one consumer":      with("SSO_LAMBDA_PROJECTOR_ARN", proj),
+		"not a function ARN":     with("SSO_LAMBDA_PROJECTOR_ARN", "projector", "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync),
+		"not a queue or a topic": with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync, "SSO_LAMBDA_FAILURE_DESTINATION_ARN", "queue"),
+	} {
+		if _, err := LoadCommandAPI(env); err == nil || !strings.Contains(err.Error(), "SSO_LAMBDA_") {
+			t.Errorf("%s: %v, want an error naming the variable", name, err)
+		}
 	}
 }
