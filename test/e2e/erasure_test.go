@@ -29,13 +29,13 @@ import (
 // inside nested JSON, base64 (standard and URL alphabets, decoded wherever a value
 // decodes), gzip-compressed binary, and as a SHA-256 hex digest.
 type canaryScanner struct {
-	canaries map[string]string // lower-cased canary → what it is
+	canaries map[string][]string // lower-cased canary → what it is (two may share a value)
 }
 
 func newCanaryScanner(c map[string]string) *canaryScanner {
-	s := &canaryScanner{canaries: map[string]string{}}
+	s := &canaryScanner{canaries: map[string][]string{}}
 	for what, v := range c {
-		s.canaries[strings.ToLower(v)] = what
+		s.canaries[strings.ToLower(v)] = append(s.canaries[strings.ToLower(v)], what)
 	}
 	return s
 }
@@ -44,13 +44,13 @@ func newCanaryScanner(c map[string]string) *canaryScanner {
 func (s *canaryScanner) hits(text string, depth int) []string {
 	var out []string
 	lower := strings.ToLower(text)
-	for c, what := range s.canaries {
+	for c, whats := range s.canaries {
 		sum := sha256.Sum256([]byte(c))
 		forms := []string{c, base64.StdEncoding.EncodeToString([]byte(c)), base64.URLEncoding.EncodeToString([]byte(c)),
 			strings.TrimRight(base64.StdEncoding.EncodeToString([]byte(c)), "="), hex.EncodeToString(sum[:])}
 		for _, f := range forms {
 			if strings.Contains(lower, strings.ToLower(f)) {
-				out = append(out, what)
+				out = append(out, whats...)
 				break
 			}
 		}
