@@ -137,6 +137,10 @@ func (s *Stage) policies() {
 				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
+			// An erasure scans a tenant's write table (group histories have no index by
+			// member) and the Idempotency-Key records (no index by tenant): docs/erasure.md.
+			{Sid: "ErasureScan", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
+				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands"), s.arn("dynamodb", "table", s.Names.Idempotency())}},
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
 			writeKey, failures, logs(Projector),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/keycloaksync"
@@ -40,7 +41,8 @@ SSO_RECONCILE_INTERVAL (default 15m), SSO_RECONCILE_MAX_DELETE_SHARE (default 0.
 reconcile refuses to delete more than this share of a realm's managed users),
 SSO_STREAM_LEASE (default 10s), SSO_STREAM_POLL (default 250ms),
 SSO_STREAM_IDLE_POLL_MAX (default 1s), SSO_STREAM_LEASE_SCAN (default 30s),
-SSO_STREAM_CONSUMERS (default 2), SSO_LOG_LEVEL,
+SSO_STREAM_CONSUMERS (default 2), SSO_KEYCLOAK_PARK_MAX (default 1h: past it a parked
+tenant's records become dead letters, re-driven once its realm answers), SSO_LOG_LEVEL,
 SSO_CORS_ORIGINS (browser origins, e.g. the web console's, that may read /metrics,
 /healthz, /readyz), AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
@@ -97,6 +99,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if a.health, err = keycloaksync.NewHealth(a.statuses, owner, a.reg, log); err != nil {
 		return err
 	}
+	a.health.WithParkMax(cfg.ParkMax)
 	store := dynamo.NewCommandStore(clients.DB, a.names, events.NewRegistry(), 0)
 	a.realms = keycloaksync.NewRealms(a.tenants, box, keycloaksync.NewHTTPClient(), metrics, log)
 	a.reconciler, err = keycloaksync.NewReconciler(keycloaksync.ReconcilerConfig{
@@ -108,6 +111,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	}
 	a.handler = keycloaksync.NewHandler(keycloaksync.HandlerConfig{
 		Realms: a.realms, Secrets: box, Registry: events.NewRegistry(), Store: store, Health: a.health, Park: streams.Park,
+		Erasures: erasure.NewLedger(a.clients.DB, a.names),
 	})
 
 	if len(args) == 0 && config.InLambda(env) {
@@ -137,7 +141,7 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
-	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table())},
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table()), dynamo.ErasuresTable(a.names.Erasures())},
 		dynamo.StreamTables(leases, deadLetters)...)
 	err := dynamo.EnsureSystemTables(tctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 	cancel()
@@ -182,6 +186,9 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(context.Context){
 			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
 			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, sub.DeadLetters(), a.handler, a.log) },
+			// A stopping process clears its parks in the status rows; one that dies lets
+			// them lapse (parked_until).
+			func(ctx context.Context) { <-ctx.Done(); a.health.Release(context.WithoutCancel(ctx)) },
 		},
 	}.Run(ctx)
 }

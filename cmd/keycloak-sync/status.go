@@ -82,7 +82,7 @@ func (a *app) status(ctx context.Context, args []string, stdout io.Writer) error
 		r := byTenant[key]
 		out = append(out, tenantStatus{Tenant: key, LastReconcileAt: r.LastReconcileAt, LastSuccessAt: r.LastSuccessAt,
 			LastError: r.LastError, DriftFound: r.DriftFound, DriftRepaired: r.DriftRepaired, Stale: r.Stale,
-			Conflicts: r.Conflicts, Parked: r.Parked, ParkedSince: r.ParkedSince, ParkedReason: r.ParkedReason,
+			Conflicts: r.Conflicts, Parked: r.ParkedNow(time.Now()), ParkedSince: r.ParkedSince, ParkedReason: r.ParkedReason,
 			DeadLetters: dead[key]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })

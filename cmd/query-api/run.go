@@ -33,6 +33,9 @@ Environment:
   SSO_CURSOR_KEY            base64 key of at least 32 bytes that signs pagination
                             cursors (required; shared by every query-api instance). The
                             query API never reads SSO_SECRET_KEY or SSO_KMS_KEY_ID.
+  SSO_PROGRESS_TOKEN        service token of the projectors' progress feeds; with it the
+                            query API follows every projector found in the heartbeat
+                            rows, without it X-Min-Version reads poll
   SSO_MIN_VERSION_WAITERS   X-Min-Version reads that may wait at once (default 512)
   SSO_MIN_VERSION_WAITERS_PER_TENANT   the same per tenant (default 128); beyond
                             either cap a read is answered 503 with Retry-After at once

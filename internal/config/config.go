@@ -422,6 +422,10 @@ type Projector struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// ErasureSettle is the wait between an erasure's two passes over the read side
+	// (SSO_ERASURE_SETTLE, default 30s, at least 10s: more than the erasure filter's
+	// cache; docs/erasure.md).
+	ErasureSettle time.Duration
 	// ProgressToken is what a follower of the progress feed (GET /v1/applied) must present
 	// (SSO_PROGRESS_TOKEN, shared with the query APIs); empty: the feed refuses everyone.
 	ProgressToken string
@@ -444,6 +448,10 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
+	c.ErasureSettle = r.duration("SSO_ERASURE_SETTLE", 30*time.Second)
+	if c.ErasureSettle < 10*time.Second {
+		r.fail("SSO_ERASURE_SETTLE: %s is shorter than 10s (the erasure filter caches the ledger for 5s)", c.ErasureSettle)
+	}
 	c.Stream = r.stream()
 	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
 	c.ProgressMaxSubscribers = r.positive("SSO_PROGRESS_MAX_SUBSCRIBERS", 64)
@@ -518,6 +526,10 @@ type KeycloakSync struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// ParkMax bounds how long a tenant whose realm fails is parked (SSO_KEYCLOAK_PARK_MAX,
+	// default 1h): past it, its records become dead letters as they come, so that the
+	// stream is read on and nothing waits in it until its 24-hour retention trims it.
+	ParkMax time.Duration
 }
 
 // LoadKeycloakSync reads KeycloakSync from env.
@@ -537,6 +549,10 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 		c.MaxDeleteShare = f
 	}
 	c.Stream = r.stream()
+	c.ParkMax = r.duration("SSO_KEYCLOAK_PARK_MAX", time.Hour)
+	if c.ParkMax < time.Second || c.ParkMax > 12*time.Hour {
+		r.fail("SSO_KEYCLOAK_PARK_MAX: must be between 1s and 12h (well inside the stream's 24-hour retention)")
+	}
 	return c, r.err()
 }
 

@@ -42,6 +42,8 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadQueryAPI(e); return err }, []string{"SSO_CONSOLE_CLIENT_ID"}},
 		{"a projector's feed URL must be an http(s) base URL", map[string]string{"SSO_PROJECTOR_FEED_URL": "projector-1:8082"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_PROJECTOR_FEED_URL", "projector-1:8082"}},
+		{"a park longer than the stream keeps records is refused", map[string]string{"SSO_SECRET_KEY": key32, "SSO_KEYCLOAK_PARK_MAX": "24h"},
+			func(e Env) error { _, err := LoadKeycloakSync(e); return err }, []string{"SSO_KEYCLOAK_PARK_MAX"}},
 		{"the progress feed's subscriber cap must be positive", map[string]string{"SSO_PROGRESS_MAX_SUBSCRIBERS": "0"},
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_PROGRESS_MAX_SUBSCRIBERS"}},
 		{"the console's addresses must be http(s) base URLs", map[string]string{"SSO_CURSOR_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t",

@@ -47,6 +47,9 @@ type SyncStatus struct {
 	ParkedSince  string `dynamodbav:"parked_since,omitempty"`
 	ParkedReason string `dynamodbav:"parked_reason,omitempty"`
 	ParkedBy     string `dynamodbav:"parked_by,omitempty"`
+	// ParkedUntil is when the park lapses unless the process that parked renews it (each
+	// failed probe does): a park whose process died stops counting then.
+	ParkedUntil string `dynamodbav:"parked_until,omitempty"`
 }
 
 // ReconcileOutcome is what one reconcile of a tenant found and did.
@@ -103,15 +106,36 @@ func (s *SyncStatuses) RecordReconcile(ctx context.Context, system, tenant strin
 	return s.update(ctx, system, tenant, expr, nil, values)
 }
 
-// RecordParked stores that the tenant was parked (reason non-empty) or resumed.
-func (s *SyncStatuses) RecordParked(ctx context.Context, system, tenant string, parked bool, since time.Time, reason, by string) error {
+// RecordParked stores that the tenant was parked (until `until` unless renewed) or resumed.
+// A resume clears only a park of the same process.
+func (s *SyncStatuses) RecordParked(ctx context.Context, system, tenant string, parked bool, since, until time.Time, reason, by string) error {
 	if !parked {
-		return s.update(ctx, system, tenant, "SET parked = :f REMOVE parked_since, parked_reason, parked_by", nil,
-			map[string]types.AttributeValue{":f": boolean(false)})
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(s.table),
+			Key:                       map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+			UpdateExpression:          aws.String("SET parked = :f REMOVE parked_since, parked_reason, parked_by, parked_until"),
+			ConditionExpression:       aws.String("attribute_not_exists(parked_by) OR parked_by = :by"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":f": boolean(false), ":by": str(by)},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &ccf) {
+			return fmt.Errorf("record keycloak sync status of %s/%s: %w", system, tenant, translate(err))
+		}
+		return nil
 	}
-	return s.update(ctx, system, tenant, "SET parked = :t, parked_since = :since, parked_reason = :reason, parked_by = :by", nil,
+	return s.update(ctx, system, tenant, "SET parked = :t, parked_since = :since, parked_reason = :reason, parked_by = :by, parked_until = :until", nil,
 		map[string]types.AttributeValue{":t": boolean(true), ":since": str(FormatTime(since)),
-			":reason": str(truncateText(reason, 1000)), ":by": str(by)})
+			":reason": str(truncateText(reason, 1000)), ":by": str(by), ":until": str(FormatTime(until))})
+}
+
+// ParkedNow reports whether the row says the tenant is parked now (by a process whose
+// park has not lapsed).
+func (r SyncStatus) ParkedNow(now time.Time) bool {
+	if !r.Parked {
+		return false
+	}
+	until, err := ParseTime(r.ParkedUntil)
+	return err == nil && now.Before(until)
 }
 
 // List is every tenant's status row.
@@ -144,11 +168,13 @@ func truncateText(s string, n int) string {
 // unexpired claim, and reports whether the claim is ours.
 func (s *SyncStatuses) ClaimReconcile(ctx context.Context, system, tenant, owner string, now, until time.Time) (bool, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
-		UpdateExpression:          aws.String("SET reconcile_owner = :o, reconcile_claimed_until = :u"),
-		ConditionExpression:       aws.String("attribute_not_exists(reconcile_claimed_until) OR reconcile_claimed_until < :now OR reconcile_owner = :o"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":u": str(FormatTime(until)), ":now": str(FormatTime(now))},
+		TableName:        aws.String(s.table),
+		Key:              map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)},
+		UpdateExpression: aws.String("SET reconcile_owner = :o, reconcile_claimed_until = :u"),
+		// A tenant parked by any process (and not lapsed) is never claimed: its realm fails.
+		ConditionExpression: aws.String("(attribute_not_exists(reconcile_claimed_until) OR reconcile_claimed_until < :now OR reconcile_owner = :o) AND " +
+			"(attribute_not_exists(parked) OR parked = :f OR attribute_not_exists(parked_until) OR parked_until < :now)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(owner), ":u": str(FormatTime(until)), ":now": str(FormatTime(now)), ":f": boolean(false)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {

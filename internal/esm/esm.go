@@ -190,6 +190,16 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, ba
 			continue
 		}
 		err := b.apply(ctx, r)
+		if errors.Is(err, errGivenUp) {
+			// The handler gave the record up (streams.GiveUp: a tenant parked too long):
+			// a dead letter now, as the long-running consumer makes it.
+			if derr := b.deadLetter(ctx, r, 1, err.Error(), ""); derr != nil {
+				return r.SequenceNumber, true
+			}
+			_ = b.cfg.DeadLetters.ForgetAttempts(ctx, r)
+			behind = r.SequenceNumber
+			continue
+		}
 		if err == nil {
 			if r.SequenceNumber == batchStart {
 				// ESM restarts a shard at the lowest failed record, so the record that
@@ -215,6 +225,9 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, ba
 	return "", false
 }
 
+// errGivenUp marks a record its handler gave up (streams.GiveUp).
+var errGivenUp = errors.New("given up by its handler")
+
 // margin is the time an invocation keeps for storing a dead letter and answering.
 const margin = 3 * time.Second
 
@@ -232,6 +245,9 @@ func (b *Batch) apply(ctx context.Context, r streams.Record) error {
 		err = b.handle(msg)
 		if err == nil {
 			return nil
+		}
+		if msg.Metadata.Get(streams.MetaGiveUp) != "" {
+			return fmt.Errorf("%w: %w", errGivenUp, err)
 		}
 		if try >= b.cfg.Tries {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,5 +190,42 @@ func TestARecordThatFailsOnceIsRetriedByTheMappingAndAppliedInOrder(t *testing.T
 	dls, err := f.dlq.List(t.Context(), streams.DeadLetterFilter{})
 	if err != nil || len(dls) != 0 {
 		t.Errorf("dead letters %v, %v; want none", dls, err)
+	}
+}
+
+// A record its handler gives up (streams.GiveUp: keycloak-sync's tenant parked longer than
+// it allows) becomes a dead letter at once, as in the long-running consumer, and the later
+// records of its aggregate wait behind it there; other aggregates go on.
+func TestARecordGivenUpIsADeadLetterAtOnce(t *testing.T) {
+	f := newFixture(t)
+	f.put("user#parked", 1)
+	f.put("user#parked", 2)
+	f.put("user#a", 1)
+	var tries atomic.Int32
+	handler := func(msg *message.Message) error {
+		r, err := streams.DecodeRecord(msg)
+		if err != nil {
+			return err
+		}
+		if r.Aggregate == "user#parked" {
+			tries.Add(1)
+			streams.GiveUp(msg)
+			return errors.New("tenant parked too long")
+		}
+		return f.apply(msg.Context(), r)
+	}
+	b := esm.New(esm.Config{Labels: f.names.ParseCommands, DeadLetters: f.dlq, Handle: handler, MaxAttempts: 5, Tries: 3, Backoff: time.Millisecond})
+	if err := f.player(b).Settle(t.Context(), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if n := tries.Load(); n != 1 {
+		t.Errorf("the given-up record was tried %d times, want once", n)
+	}
+	dls, err := f.dlq.List(t.Context(), streams.DeadLetterFilter{})
+	if err != nil || len(dls) != 2 || dls[0].BlockedBehind != "" || dls[1].BlockedBehind != dls[0].SequenceNumber {
+		t.Fatalf("dead letters %+v (%v), want user#parked's first record and its second behind it", dls, err)
+	}
+	if got := f.applied["user#a"]; !slices.Equal(got, []int{1}) {
+		t.Errorf("user#a applied %v, want [1]", got)
 	}
 }

@@ -239,3 +239,13 @@ func (c *Client) AllGroupMembers(ctx context.Context, groupID string, pageSize i
 		}
 	}
 }
+
+// Probe asks the realm itself whether it answers: a token (fetched when the client has
+// none) and the cheapest Admin API read, the group count. keycloak-sync probes a realm this
+// way before it blames the realm rather than one record for a failure.
+func (c *Client) Probe(ctx context.Context) error {
+	var out struct {
+		Count int `json:"count"`
+	}
+	return c.do(ctx, http.MethodGet, "/groups/count", nil, nil, &out)
+}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/streams"
@@ -34,6 +37,10 @@ type HandlerConfig struct {
 	Park func(msg *message.Message, until time.Time)
 	// RecordTimeout bounds one record's sync (DefaultRecordTimeout).
 	RecordTimeout time.Duration
+	// Erasures is the erasure ledger, in which the sync marks its place (keycloak) done
+	// once it deleted an erased user's Keycloak user; nil: erasures are synced as deletes
+	// and never marked.
+	Erasures *erasure.Ledger
 }
 
 // Handler turns command-log stream records into Keycloak calls.
@@ -66,9 +73,20 @@ type writeModelError struct{ err error }
 func (e writeModelError) Error() string { return "read the write model: " + e.err.Error() }
 func (e writeModelError) Unwrap() error { return e.err }
 
+// errParkExpired is the nack of a record given up because its tenant has been parked
+// longer than ParkMax: it becomes a dead letter, re-driven once the realm answers.
+var errParkExpired = errors.New("tenant parked longer than SSO_KEYCLOAK_PARK_MAX: kept as a dead letter until its Keycloak realm answers")
+
+// probeTimeout bounds a probe of a realm (as one event-path request).
+const probeTimeout = eventRequestTimeout
+
 // HandleMessage is the watermill handler. A record of a parked tenant is held (Park)
-// without going near the realm, unless it is the tenant's probe; a realm failure parks
-// the tenant; any answer from the realm resumes it.
+// without going near the realm, unless the tenant's probe is due: then the realm itself is
+// probed first, and the record goes to it only once it answers. A failure that looks like
+// the realm's (5xx, 429, a timeout) parks the tenant only when a probe of the realm fails
+// too; when the realm answers its probe, the failure is this record's, which is retried and
+// dead-lettered like any failing record while the tenant's other records go on. A tenant
+// parked longer than ParkMax has its records made dead letters (streams.GiveUp).
 func (h *Handler) HandleMessage(msg *message.Message) error {
 	rec, err := streams.DecodeRecord(msg)
 	if err != nil {
@@ -77,32 +95,83 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 	if !carriesEvent(rec) {
 		return nil
 	}
-	if until, ok := h.cfg.Health.Admit(rec.System, rec.Tenant); !ok {
+	health := h.cfg.Health
+	until, admission := health.admit(rec.System, rec.Tenant)
+	switch admission {
+	case admitHold:
 		h.cfg.Park(msg, until)
 		return errParked
+	case admitGiveUp:
+		health.gaveUp()
+		streams.GiveUp(msg)
+		return errParkExpired
+	case admitProbe:
+		if perr := h.probe(msg.Context(), rec); perr != nil {
+			return h.parkOrGiveUp(msg, rec, perr)
+		}
+		health.OK(msg.Context(), rec.System, rec.Tenant)
 	}
-	watched, stop := h.cfg.Health.Watch(msg.Context(), rec.System, rec.Tenant)
+	watched, stop := health.Watch(msg.Context(), rec.System, rec.Tenant)
 	defer stop()
 	ctx, cancel := context.WithTimeout(watched, h.cfg.RecordTimeout)
 	defer cancel()
 	err = h.Apply(ctx, rec)
 	if errors.Is(context.Cause(watched), errParked) {
 		// Another record found the realm failing while this one waited on it.
-		until, _ := h.cfg.Health.Until(rec.System, rec.Tenant)
+		until, _ := health.Until(rec.System, rec.Tenant)
 		h.cfg.Park(msg, until)
 		return errParked
 	}
 	if h.realmFailed(msg.Context(), err) {
-		until := h.cfg.Health.Failed(ctx, rec.System, rec.Tenant, err, keycloak.RetryAfterOf(err))
-		h.cfg.Park(msg, until)
-		return err
+		// A 429 is the realm throttling this client, whatever the record: it parks the
+		// tenant for the Retry-After asked (a park is bounded by ParkMax).
+		if keycloak.StatusCode(err) == http.StatusTooManyRequests {
+			return h.parkOrGiveUp(msg, rec, err)
+		}
+		// The realm's fault, or this record's? Ask the realm itself.
+		if perr := h.probe(msg.Context(), rec); perr != nil {
+			return h.parkOrGiveUp(msg, rec, perr)
+		}
+		health.OK(ctx, rec.System, rec.Tenant)
+		return fmt.Errorf("the realm answers, but not for this record: %w", err)
 	}
-	h.cfg.Health.OK(ctx, rec.System, rec.Tenant)
+	if err == nil {
+		health.OK(ctx, rec.System, rec.Tenant)
+	}
 	return err
 }
 
-// realmFailed tells a failing realm from a failure of this record (a 4xx, a membership
-// whose user is not there yet) or of the write model.
+// parkOrGiveUp parks the record's tenant after its realm failed a probe with err, or gives
+// the record up when the tenant has been parked longer than ParkMax.
+func (h *Handler) parkOrGiveUp(msg *message.Message, rec streams.Record, err error) error {
+	until := h.cfg.Health.Failed(msg.Context(), rec.System, rec.Tenant, err, keycloak.RetryAfterOf(err))
+	if _, a := h.cfg.Health.admit(rec.System, rec.Tenant); a == admitGiveUp {
+		h.cfg.Health.gaveUp()
+		streams.GiveUp(msg)
+		return fmt.Errorf("%w: %w", errParkExpired, err)
+	}
+	h.cfg.Park(msg, until)
+	return err
+}
+
+// probe asks the record's realm itself whether it answers (keycloak.Client.Probe); nil
+// when it does, or when the failure is not the realm's (no Keycloak settings, the tenant
+// row unreadable).
+func (h *Handler) probe(parent context.Context, rec streams.Record) error {
+	ctx, cancel := context.WithTimeout(parent, probeTimeout)
+	defer cancel()
+	realm, err := h.cfg.Realms.Get(ctx, rec.System, rec.Tenant)
+	if err != nil {
+		return nil
+	}
+	if err := realm.Client.Probe(ctx); err != nil && parent.Err() == nil && keycloak.RealmUnavailable(err) {
+		return err
+	}
+	return nil
+}
+
+// realmFailed tells a failure that may be the realm's from a failure of this record (a
+// 4xx, a membership whose user is not there yet) or of the write model.
 func (h *Handler) realmFailed(parent context.Context, err error) bool {
 	var wm writeModelError
 	if err == nil || parent.Err() != nil || errors.As(err, &wm) || errors.Is(err, ErrNoKeycloak) {
@@ -128,10 +197,19 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	}
 	realm, err := h.cfg.Realms.Get(ctx, rec.System, rec.Tenant)
 	if errors.Is(err, ErrNoKeycloak) {
+		if e, ok := env.Payload.(*events.UserErased); ok {
+			return h.erased(ctx, rec, e) // no realm holds the person
+		}
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if e, ok := env.Payload.(*events.UserErased); ok {
+		if err := realm.Syncer.EraseUser(ctx, e.PreviousID, e.User.Username); err != nil {
+			return fmt.Errorf("erase a user in realm %s: %w", realm.Tenant.KeycloakRealm, err)
+		}
+		return h.erased(ctx, rec, e)
 	}
 	wm := NewWriteModel(h.cfg.Store, rec.System, rec.Tenant)
 	if err := h.sync(ctx, realm, wm, env); err != nil {
@@ -266,4 +344,12 @@ func (h *Handler) setPassword(ctx context.Context, realm *Realm, u events.User, 
 	}
 	defer clear(plain)
 	return realm.Syncer.SetPassword(ctx, u.ID, string(plain))
+}
+
+// erased marks the erasure's Keycloak place done.
+func (h *Handler) erased(ctx context.Context, rec streams.Record, e *events.UserErased) error {
+	if h.cfg.Erasures == nil {
+		return nil
+	}
+	return h.cfg.Erasures.MarkDone(ctx, rec.System, rec.Tenant, e.ErasureID, commands.PlaceKeycloak)
 }

@@ -11,19 +11,35 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 )
 
-// Parking. A tenant whose realm hangs, answers 5xx, or answers 429 is parked as a whole:
-// its stream is held (streams.Park), so its records wait in order behind the first failure
+// Parking. A tenant whose realm hangs, answers 5xx, or answers 429 — and then fails a probe
+// of the realm itself (keycloak.Client.Probe: a token and the group count), so that one
+// record the realm cannot take is not mistaken for a failing realm — is parked as a whole:
+// its stream is held (streams.Park), so its records wait in order behind the first failure,
 // and hold no delivery slot that another tenant could use, and nothing is sent to the realm
-// but one probe at a time — the held record itself, delivered again when the park ends.
-// The park lasts minParkFor, doubling with each failed probe up to maxParkFor, or as long
-// as the realm's Retry-After asks (up to maxRetryAfterPark). The first probe that succeeds
-// resumes the tenant.
+// but one probe at a time. The park lasts minParkFor, doubling with each failed probe up to
+// maxParkFor, or as long as the realm's Retry-After asks (up to maxRetryAfterPark). The
+// first probe the realm answers resumes the tenant, and the held record is delivered as
+// any other. A tenant parked longer than its ParkMax has its records made dead letters as
+// they come (streams.GiveUp), so that the stream is read on and nothing is left to the
+// stream's 24-hour retention: they are re-driven, in order, once the realm answers.
 const (
 	minParkFor        = time.Second
 	maxParkFor        = 30 * time.Second
 	maxRetryAfterPark = 10 * time.Minute
 	// probeHold is how long a record that arrives while another probes the realm waits.
 	probeHold = time.Second
+	// DefaultParkMax is how long a tenant is parked at most (SSO_KEYCLOAK_PARK_MAX).
+	DefaultParkMax = time.Hour
+)
+
+// admission is what the event path may do with a record of a tenant now.
+type admission int
+
+const (
+	admitGo     admission = iota // the realm is not known to fail
+	admitHold                    // parked: hold the record until the time given
+	admitProbe                   // parked, and a probe of the realm is due: this record's delivery makes it
+	admitGiveUp                  // parked longer than ParkMax: the record becomes a dead letter
 )
 
 type tenantHealth struct {
@@ -32,6 +48,7 @@ type tenantHealth struct {
 	since    time.Time
 	reason   string
 	probing  bool
+	expired  bool // parked longer than ParkMax (noted once)
 }
 
 // Health tracks which tenants are parked. It is safe for concurrent use.
@@ -40,6 +57,9 @@ type Health struct {
 	owner    string
 	log      *zap.Logger
 	parked   *prometheus.GaugeVec
+	expired  *prometheus.GaugeVec
+	givenUp  prometheus.Counter
+	parkMax  time.Duration
 	now      func() time.Time
 
 	mu      sync.Mutex
@@ -60,31 +80,59 @@ func NewHealth(statuses *dynamo.SyncStatuses, owner string, reg prometheus.Regis
 		parking: map[tenantKey]chan struct{}{},
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_tenant_parked",
 			Help: "1 while a tenant's realm is failing and its records wait behind the first failure."}, []string{"system", "tenant"}),
+		expired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ssodir_keycloak_tenant_park_expired",
+			Help: "1 while a tenant has been parked longer than SSO_KEYCLOAK_PARK_MAX: its records become dead letters as they come (alert on it)."}, []string{"system", "tenant"}),
+		givenUp: prometheus.NewCounter(prometheus.CounterOpts{Name: "ssodir_keycloak_parked_records_given_up_total",
+			Help: "Records of tenants parked longer than SSO_KEYCLOAK_PARK_MAX made dead letters (re-driven once the realm answers)."}),
+		parkMax: DefaultParkMax,
 	}
-	if err := reg.Register(h.parked); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{h.parked, h.expired, h.givenUp} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return h, nil
 }
 
-// Admit decides whether a record of the tenant may go to its realm now. When not, the
-// record is to be held until the time returned.
+// WithParkMax sets how long a tenant is parked at most (SSO_KEYCLOAK_PARK_MAX).
+func (h *Health) WithParkMax(d time.Duration) *Health {
+	if d > 0 {
+		h.parkMax = d
+	}
+	return h
+}
+
+// Admit decides whether a record of the tenant may go to its realm now (after a probe of
+// the realm, when the tenant is parked and its probe is due). When not, the record is to
+// be held until the time returned.
 func (h *Health) Admit(system, tenant string) (time.Time, bool) {
+	until, a := h.admit(system, tenant)
+	return until, a == admitGo || a == admitProbe
+}
+
+func (h *Health) admit(system, tenant string) (time.Time, admission) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.tenants[tenantKey{system, tenant}]
 	now := h.now()
 	switch {
 	case t == nil:
-		return time.Time{}, true
-	case now.Before(t.until):
-		return t.until, false
-	case t.probing:
-		return now.Add(probeHold), false
+		return time.Time{}, admitGo
+	case now.Before(t.until) || t.probing:
+		if now.Sub(t.since) >= h.parkMax {
+			return time.Time{}, admitGiveUp
+		}
+		if now.Before(t.until) {
+			return t.until, admitHold
+		}
+		return now.Add(probeHold), admitHold
 	}
 	t.probing = true
-	return time.Time{}, true
+	return time.Time{}, admitProbe
 }
+
+// gaveUp counts a record of a tenant parked past ParkMax made a dead letter.
+func (h *Health) gaveUp() { h.givenUp.Inc() }
 
 // Watch is ctx, cancelled with cause errParked as soon as the tenant is parked: the
 // tenant's other records in flight stop waiting on a realm that another record found
@@ -133,7 +181,8 @@ func (h *Health) Parked(system, tenant string) (string, bool) {
 		delete(h.tenants, key)
 		h.mu.Unlock()
 		h.parked.DeleteLabelValues(system, tenant)
-		h.record(context.Background(), key, false, time.Time{}, "")
+		h.expired.DeleteLabelValues(system, tenant)
+		h.record(context.Background(), key, false, time.Time{}, "", time.Time{})
 		return "", false
 	}
 	h.mu.Unlock()
@@ -163,6 +212,10 @@ func (h *Health) Failed(ctx context.Context, system, tenant string, err error, r
 		wait = min(retryAfter, maxRetryAfterPark)
 	}
 	t.until = h.now().Add(wait)
+	expiredNow := !t.expired && h.now().Sub(t.since) >= h.parkMax
+	if expiredNow {
+		t.expired = true
+	}
 	until, since, reason := t.until, t.since, t.reason
 	if ch := h.parking[key]; ch != nil {
 		close(ch)
@@ -174,8 +227,15 @@ func (h *Health) Failed(ctx context.Context, system, tenant string, err error, r
 		h.parked.WithLabelValues(system, tenant).Set(1)
 		h.log.Warn("keycloak realm failing: tenant parked, its records wait in order",
 			zap.String("tenant", key.String()), zap.Duration("probe_in", wait), zap.Error(err))
-		h.record(ctx, key, true, since, reason)
 	}
+	if expiredNow {
+		h.expired.WithLabelValues(system, tenant).Set(1)
+		h.log.Error("keycloak realm failing for longer than SSO_KEYCLOAK_PARK_MAX: the tenant's records become dead letters as they come, re-driven once it answers",
+			zap.String("tenant", key.String()), zap.Duration("parked_for", h.now().Sub(since)), zap.Error(err))
+	}
+	// Every failed probe renews the park in the status row: a park whose process died
+	// expires there (parked_until), so that it holds no other process back.
+	h.record(ctx, key, true, since, reason, until.Add(forgetAfter))
 	return until
 }
 
@@ -190,19 +250,37 @@ func (h *Health) OK(ctx context.Context, system, tenant string) {
 		return
 	}
 	h.parked.DeleteLabelValues(system, tenant)
+	h.expired.DeleteLabelValues(system, tenant)
 	h.log.Info("keycloak realm answers again: tenant resumed",
 		zap.String("tenant", key.String()), zap.Duration("parked_for", h.now().Sub(t.since)))
-	h.record(ctx, key, false, time.Time{}, "")
+	h.record(ctx, key, false, time.Time{}, "", time.Time{})
 }
 
-func (h *Health) record(ctx context.Context, key tenantKey, parked bool, since time.Time, reason string) {
+// Release clears, in the status row, the parks this process holds: it is stopping, and
+// another process takes its streams over (and parks them again if their realm still fails).
+func (h *Health) Release(ctx context.Context) {
+	h.mu.Lock()
+	keys := make([]tenantKey, 0, len(h.tenants))
+	for k := range h.tenants {
+		keys = append(keys, k)
+	}
+	clear(h.tenants)
+	h.mu.Unlock()
+	for _, k := range keys {
+		h.parked.DeleteLabelValues(k.system, k.tenant)
+		h.expired.DeleteLabelValues(k.system, k.tenant)
+		h.record(ctx, k, false, time.Time{}, "", time.Time{})
+	}
+}
+
+func (h *Health) record(ctx context.Context, key tenantKey, parked bool, since time.Time, reason string, until time.Time) {
 	if h.statuses == nil {
 		return
 	}
 	// The status row is for operators; the sync goes on whether or not it is written.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := h.statuses.RecordParked(ctx, key.system, key.tenant, parked, since, reason, h.owner); err != nil {
+	if err := h.statuses.RecordParked(ctx, key.system, key.tenant, parked, since, until, reason, h.owner); err != nil {
 		h.log.Warn("record parked state", zap.String("tenant", key.String()), zap.Error(err))
 	}
 }

@@ -1,6 +1,7 @@
 package keycloaksync
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -68,6 +69,66 @@ func TestOneProcessReconcilesATenantARound(t *testing.T) {
 	}
 	if !claim("b", now.Add(2*time.Minute)) {
 		t.Fatal("an expired claim was not open to another process")
+	}
+}
+
+// TestAParkedTenantIsNeverClaimed: a park is known to every keycloak-sync process through
+// the status row: no process claims the parked tenant's reconcile; a resume by another
+// process does not clear it; a park whose process died (not renewed) lapses, and the tenant
+// is claimed again; the process that parked clears it when it resumes or stops.
+func TestAParkedTenantIsNeverClaimed(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	if err := dynamo.EnsureTable(ctx, w.db, dynamo.KeycloakSyncStatusTable(w.names.KeycloakSyncStatus())); err != nil {
+		t.Fatal(err)
+	}
+	st := dynamo.NewSyncStatuses(w.db, w.names)
+	now := time.Now()
+	claim := func(owner string, at time.Time) bool {
+		ok, err := st.ClaimReconcile(ctx, "acme", "t1", owner, at, at.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	healthA, err := NewHealth(st, "a", prometheus.NewRegistry(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthA.Failed(ctx, "acme", "t1", errors.New("keycloak: 503"), 0)
+	for _, owner := range []string{"a", "b"} {
+		if claim(owner, now) {
+			t.Fatalf("process %s claimed the reconcile of a parked tenant", owner)
+		}
+	}
+	// Another process's resume is not this park's end.
+	if err := st.RecordParked(ctx, "acme", "t1", false, time.Time{}, time.Time{}, "", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if claim("b", now) {
+		t.Fatal("a resume by another process cleared the park")
+	}
+	rows, err := st.List(ctx)
+	if err != nil || len(rows) != 1 || !rows[0].ParkedNow(now) {
+		t.Fatalf("status rows %+v (%v), want the tenant parked", rows, err)
+	}
+	// Process a dies: its park is not renewed and lapses (forgetAfter past its probe).
+	later := now.Add(forgetAfter + 2*minParkFor)
+	if rows[0].ParkedNow(later) {
+		t.Fatal("a park that was not renewed does not lapse")
+	}
+	if !claim("b", later) {
+		t.Fatal("the tenant of a dead process's lapsed park cannot be claimed")
+	}
+
+	// A stopping process clears its parks.
+	healthA.Failed(ctx, "acme", "t1", errors.New("keycloak: 503"), 0)
+	if claim("b", time.Now()) {
+		t.Fatal("claimed while parked again")
+	}
+	healthA.Release(ctx)
+	if !claim("b", time.Now()) {
+		t.Fatal("the park of a stopped process was left in the status row")
 	}
 }
 
