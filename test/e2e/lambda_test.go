@@ -107,17 +107,23 @@ func TestLambdaModeProvisionsTheMappingsAndProjectsThroughThemAcrossCrashes(t *t
 		t.Errorf("%d mappings after provisioning again, want 2", n)
 	}
 
-	// Commands while the player plays; the projector's environment is killed mid-batch.
+	// Thousands of commands while the player plays; the projector's environment is killed
+	// every few seconds, mid-batch, and cold-started by ESM's next retry.
 	done := make(chan int64)
-	go func() { done <- workload(t, base, 600, 11) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	go func() { done <- workload(t, base, 2000, 11) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var kills atomic.Int32
+	stopCrashing := make(chan struct{})
 	crashing := make(chan struct{})
 	go func() {
 		defer close(crashing)
-		for i := 0; i < 3; i++ {
-			time.Sleep(time.Duration(1500+i*700) * time.Millisecond)
+		for {
+			select {
+			case <-stopCrashing:
+				return
+			case <-time.After(2500 * time.Millisecond):
+			}
 			s.projector.kill()
 			kills.Add(1)
 		}
@@ -133,6 +139,7 @@ func TestLambdaModeProvisionsTheMappingsAndProjectsThroughThemAcrossCrashes(t *t
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	close(stopCrashing)
 	<-crashing
 	s.projector.revive()
 	if err := p.Settle(ctx, time.Second); err != nil {
