@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -100,6 +101,24 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 		},
 		"TenantClient.DeleteUser": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.DeleteUser(ctx, "u")
+			return err
+		},
+		"TenantClient.EraseUser": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.EraseUser(ctx, "u", "a request")
+			return err
+		},
+		"TenantClient.GetErasure": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.GetErasure(ctx, "00000000-0000-0000-0000-000000000000")
+			return err
+		},
+		"TenantClient.WaitErasure": func(_ *client.Client, tc *client.TenantClient) error {
+			// The scripted answer is no erasure done: it waits until its context ends.
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, err := tc.WaitErasure(wctx, "00000000-0000-0000-0000-000000000000", time.Hour)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil
+			}
 			return err
 		},
 		"TenantClient.ListUsers": func(_ *client.Client, tc *client.TenantClient) error {

@@ -75,7 +75,6 @@ const (
 		"internal/dynamo's TestTenantTablesGetTheStagesSettingsAndDroppingTurnsDeletionProtectionOffFirst checks these requests"
 	reasonDrop = "dropping a tenant's tables on purpose (deletion protection off, then DeleteTable) when a provisioning hits the account's table quota: " +
 		"the end-to-end tests never reach the quota; cmd/command-api's provisioning tests and internal/dynamo's table settings test cover it"
-	reasonMappings = "provisioning in Lambda mode (SSO_LAMBDA_PROJECTOR_ARN, SSO_LAMBDA_KEYCLOAK_SYNC_ARN) creates and removes each tenant's mappings (issue 24)"
 )
 
 // policies gives each function's role its grants.
@@ -120,10 +119,12 @@ func (s *Stage) policies() {
 			{Sid: "IdempotencyKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.IdempotencyKey.SecretArn()}},
 			{Sid: "ScimTokenKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.ScimTokenKey.SecretArn()}},
 			secretKey,
-			{Sid: "Mappings", Actions: []string{"lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"},
+			// Provisioning in Lambda mode (SSO_LAMBDA_*) creates each new tenant's mappings and
+			// removes them with its tables (internal/mappings; test/e2e/lambda_test.go records them).
+			{Sid: "Mappings", Actions: []string{"lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping"},
 				Resources:  []*string{jsii.String("*")},
-				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}, Reason: reasonMappings},
-			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}, Reason: reasonMappings},
+				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}},
+			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}},
 			logs(CommandAPI),
 		},
 		QueryAPI: {
@@ -136,6 +137,10 @@ func (s *Stage) policies() {
 				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
+			// An erasure scans a tenant's write table (group histories have no index by
+			// member) and the Idempotency-Key records (no index by tenant): docs/erasure.md.
+			{Sid: "ErasureScan", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
+				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands"), s.arn("dynamodb", "table", s.Names.Idempotency())}},
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
 			writeKey, failures, logs(Projector),

@@ -145,6 +145,7 @@ func (s *Stage) systemTables() {
 		dynamo.IdempotencyTable(s.Names.Idempotency()),
 		dynamo.ScimTokensTable(s.Names.ScimTokens()),
 		dynamo.KeycloakSyncStatusTable(s.Names.KeycloakSyncStatus()),
+		dynamo.ErasuresTable(s.Names.Erasures()),
 	}
 	specs = append(specs, dynamo.StreamTables(s.Names.StreamLeases(), s.Names.DeadLetters())...)
 	for _, spec := range specs {

@@ -185,7 +185,7 @@ func TestSystemTablesHaveRecoveryProtectionTheStagesKeyAndTags(t *testing.T) {
 	}
 	sort.Strings(names)
 	n := dynamo.Names{Prefix: "mbcsso_prod"}
-	want := []string{n.Config(), n.DeadLetters(), n.KeycloakSyncStatus(), n.StreamLeases(), n.Idempotency(), n.ScimTokens()}
+	want := []string{n.Config(), n.DeadLetters(), n.KeycloakSyncStatus(), n.StreamLeases(), n.Idempotency(), n.ScimTokens(), n.Erasures()}
 	sort.Strings(want)
 	if fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Errorf("system tables %v, want %v", names, want)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/keycloaksync"
@@ -110,6 +111,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	}
 	a.handler = keycloaksync.NewHandler(keycloaksync.HandlerConfig{
 		Realms: a.realms, Secrets: box, Registry: events.NewRegistry(), Store: store, Health: a.health, Park: streams.Park,
+		Erasures: erasure.NewLedger(a.clients.DB, a.names),
 	})
 
 	if len(args) == 0 && config.InLambda(env) {
@@ -139,7 +141,7 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
-	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table())},
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.KeycloakSyncStatusTable(a.statuses.Table()), dynamo.ErasuresTable(a.names.Erasures())},
 		dynamo.StreamTables(leases, deadLetters)...)
 	err := dynamo.EnsureSystemTables(tctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 	cancel()

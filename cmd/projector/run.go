@@ -15,6 +15,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/progress"
@@ -29,6 +30,10 @@ const usage = `usage:
                                  rebuild a tenant's views from its command log
   projector dead-letters list    [--system S --tenant T]
   projector dead-letters redrive [--system S --tenant T]
+  projector erasures reapply --system S --tenant T [--commands-table N --users-table N
+                                 --activities-table N]
+                                 erase again, from restored tables, everyone the
+                                 erasure ledger has erased
   projector --help
 
 Environment: SSO_TABLE_PREFIX, SSO_PROJECTOR_ADDR (default 127.0.0.1:8082),
@@ -44,6 +49,7 @@ SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY (a replay's new
 SSO_SYSTEM_TABLES (create or existing), SSO_PROGRESS_TOKEN (the token query APIs present to
 GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS (default 64),
 SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
+SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -61,6 +67,7 @@ type app struct {
 	tenants   *dynamo.Tenants
 	handler   *projector.Handler
 	projector *projections.Projector
+	eraser    *erasure.Eraser
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
@@ -85,6 +92,10 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.tenants = dynamo.NewTenants(clients.DB, a.names)
 	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention, SinglePuts: cfg.SinglePuts})
 	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
+	filter := erasure.NewFilter(erasure.NewLedger(clients.DB, a.names), 0)
+	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
+		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
+	a.handler.Erase(a.eraser, filter)
 
 	if len(args) == 0 && config.InLambda(env) {
 		return a.lambda(ctx)
@@ -97,6 +108,8 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		return a.replay(ctx, args[1:], stdout)
 	case "dead-letters":
 		return a.deadLetters(ctx, args[1:], stdout)
+	case "erasures":
+		return a.erasures(ctx, args[1:], stdout)
 	}
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
 }
@@ -107,7 +120,7 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) ensureTables(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.ErasuresTable(a.names.Erasures())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
 	return dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
 }
 

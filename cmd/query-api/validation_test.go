@@ -129,6 +129,9 @@ func TestNotFound(t *testing.T) {
 		tenantPath(tenantA, "/groups/not%2Fa%2Fname"),
 		tenantPath(tenantA, "/groups/ghost/members"),
 		tenantPath(tenantA, "/users/jdoe/nothing"),
+		tenantPath(tenantA, "/erasures/00000000-0000-0000-0000-000000000001"),
+		tenantPath(tenantA, "/erasures/not-an-erasure"),
+		"/v1/systems/acme/tenants/nowhere/erasures/00000000-0000-0000-0000-000000000001",
 		"/v2/anything",
 	} {
 		t.Run(path, func(t *testing.T) {

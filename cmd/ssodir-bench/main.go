@@ -48,6 +48,7 @@ var scenarios = []scenario{
 	{"scim", benchSCIM},
 	{"tenants", benchTenants},
 	{"capacity", benchCapacity},
+	{"erasure", benchErasure},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -26,6 +26,8 @@ const (
 	ScopeWrite        = "directory:write"
 	ScopeRead         = "directory:read"
 	ScopeTenantsAdmin = "tenants:admin"
+	// ScopeErase erases a person (POST /users/{username}/erase); no other scope implies it.
+	ScopeErase = "directory:erase"
 )
 
 // AllTenants in the sso_tenants claim lets a token touch every tenant.
@@ -271,7 +273,7 @@ func principalFromToken(token *oidc.IDToken) (Principal, error) {
 func bootstrapPrincipal() Principal {
 	return Principal{
 		Subject:   BootstrapSubject,
-		Scopes:    map[string]bool{ScopeWrite: true, ScopeRead: true, ScopeTenantsAdmin: true},
+		Scopes:    map[string]bool{ScopeWrite: true, ScopeRead: true, ScopeTenantsAdmin: true, ScopeErase: true},
 		Tenants:   []string{AllTenants},
 		Bootstrap: true,
 	}

@@ -72,6 +72,7 @@ type api struct {
 	changePassword commands.ChangePasswordHandler
 	setActive      commands.SetUserActiveHandler
 	deleteUser     commands.DeleteUserHandler
+	eraseUser      commands.EraseUserHandler
 	createGroup    commands.CreateGroupHandler
 	updateGroup    commands.UpdateGroupHandler
 	deleteGroup    commands.DeleteGroupHandler
@@ -100,6 +101,7 @@ func Register(e *echo.Echo, d Deps) {
 		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
 		setActive:      commands.NewSetUserActiveHandler(cd),
 		deleteUser:     commands.NewDeleteUserHandler(cd),
+		eraseUser:      commands.NewEraseUserHandler(cd),
 		createGroup:    commands.NewCreateGroupHandler(cd),
 		updateGroup:    commands.NewUpdateGroupHandler(cd),
 		deleteGroup:    commands.NewDeleteGroupHandler(cd),
@@ -134,6 +136,8 @@ func Register(e *echo.Echo, d Deps) {
 	g.PUT("/groups/:name/members/:username", a.putMember, write)
 	g.DELETE("/groups/:name/members/:username", a.deleteMember, write)
 	g.POST("/groups/:name/members", a.postMembers, write)
+	// Erasing a person needs its own scope: directory:write does not imply it.
+	g.POST("/users/:username/erase", a.postErase, httpapi.RequireScope(d.Auth, auth.ScopeErase))
 }
 
 // outcome is what a command produced, to render.
@@ -291,6 +295,10 @@ func (a *api) replay(r *request, rec commands.IdempotencyRecord) error {
 // Otherwise the replay cannot be rebuilt and the client is told so (422, as for a key it
 // cannot use) instead of being given another version's body.
 func (a *api) recordedBody(r *request, rec commands.IdempotencyRecord) (any, error) {
+	if rec.Kind == events.KindErasure {
+		// An erase request's record names the erasure; its answer is rebuilt from that.
+		return erasureAccepted(rec.Key), nil
+	}
 	ctx := r.c.Request().Context()
 	env, err := a.store.LoadRecord(ctx, r.tenant, rec.Kind, rec.Key, rec.Version)
 	if errors.Is(err, commands.ErrRecordGone) && len(rec.Body) > 0 {

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
@@ -70,6 +71,10 @@ func (h CreateUserHandler) Handle(ctx context.Context, t Tenant, cmd CreateUser,
 		fresh = false
 		if agg.Live() {
 			return apperr.Conflict(apperr.CodeUsernameTaken, "username already in use")
+		}
+		if agg.ErasureID != "" {
+			// The name's erasure removes its partition; a user made in it now would go too.
+			return apperr.Unavailable(errors.New("the username is being erased"), time.Minute)
 		}
 		if agg.CleanupPending {
 			if err := finishUserCleanup(ctx, h.deps.Store, t, agg); err != nil {

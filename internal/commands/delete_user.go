@@ -2,8 +2,11 @@ package commands
 
 import (
 	"context"
+	"strings"
 
+	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // DeleteUser deletes a user with its memberships and frees its username and email.
@@ -16,13 +19,32 @@ func NewDeleteUserHandler(d Deps) DeleteUserHandler { return DeleteUserHandler{d
 
 // Handle returns the tombstone's version.
 func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser, m Meta) (int64, error) {
+	username, ok := identity.NormalizeUsername(cmd.Username)
+	if !ok {
+		return 0, apperr.NotFound("user")
+	}
+	return h.remove(ctx, t, username, m, func(agg UserAggregate) error {
+		if !agg.Live() {
+			return apperr.NotFound("user")
+		}
+		return nil
+	}, nil)
+}
+
+// remove is the one implementation of a user's delete, which an erasure shares: check
+// decides whether the aggregate may go; erase, when set, makes the event user.erased and
+// writes the erasure's ledger entry with it.
+func (h DeleteUserHandler) remove(ctx context.Context, t Tenant, username string, m Meta, check func(UserAggregate) error, erase *EraseUser) (int64, error) {
 	var (
 		tomb events.User
 		old  events.User
 	)
 	err := retry(ctx, func() error {
-		agg, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
+		agg, err := h.deps.Store.LoadUser(ctx, t, username)
 		if err != nil {
+			return err
+		}
+		if err := check(agg); err != nil {
 			return err
 		}
 		if err := checkIfMatch(m, agg.State.Version); err != nil {
@@ -49,17 +71,35 @@ func (h DeleteUserHandler) Handle(ctx context.Context, t Tenant, cmd DeleteUser,
 		// tombstone's cleanup mark makes a later re-create finish the job if this process
 		// dies in between. Readers see them go with the event, which lists every group.
 		inTx := min(len(ms), h.deps.Store.MaxMembersPerChange())
+		var (
+			payload events.Payload = &events.UserDeleted{User: tomb, PreviousID: old.ID, Groups: groups}
+			changes                = userChanges(old, tomb)
+			erasure *Erasure
+			erasing string
+		)
+		if erase != nil {
+			// The record of an erasure names nothing it need not: it is read from the
+			// stream only, and erased with the user's partition.
+			payload = &events.UserErased{User: tomb, PreviousID: old.ID, Groups: groups, ErasureID: erase.ErasureID}
+			changes = nil
+			erasing = erase.ErasureID
+			erasure = &Erasure{ID: erase.ErasureID, RequestedAt: now, Actor: m.Actor,
+				Reason: strings.TrimSpace(erase.Reason), Places: ErasurePlaces}
+			if old.ID != "" {
+				erasure.UserIDHashes = []string{identity.ErasedIDHash(old.ID)}
+			}
+		}
 		c := Change{
-			DeleteLookups: UserLookups(old),
-			Event: h.deps.envelope(m, events.KindUser, old.Username, tomb.Version, now, userChanges(old, tomb),
-				&events.UserDeleted{User: tomb, PreviousID: old.ID, Groups: groups}),
+			DeleteLookups:         UserLookups(old),
+			Event:                 h.deps.envelope(m, events.KindUser, old.Username, tomb.Version, now, changes, payload),
 			ExpectedVersion:       old.Version,
-			User:                  &UserAggregate{Exists: true, State: tomb, CleanupPending: len(ms) > inTx},
+			User:                  &UserAggregate{Exists: true, State: tomb, CleanupPending: len(ms) > inTx, ErasureID: erasing},
 			ReleaseEmail:          old.Email,
 			RemoveMembers:         ms[:inTx],
 			ExpectedMembershipRev: &rev,
 			Idempotency:           m.Idempotency,
 			Actor:                 m.Actor,
+			Erasure:               erasure,
 		}
 		return h.deps.Store.Append(ctx, t, c)
 	})

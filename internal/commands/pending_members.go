@@ -155,13 +155,16 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 		lease = next
 		return nil
 	}
-	w := MembersWrite{GroupKey: g.Key, Version: g.Version, At: g.UpdatedAt, Added: p.Added, Removed: p.Removed}
+	// A member erased meanwhile (internal/erasure rewrote the record) has no name left:
+	// the erasure removed their membership, and nothing is written for them.
+	added, removed := unerased(p.Added), unerased(p.Removed)
+	w := MembersWrite{GroupKey: g.Key, Version: g.Version, At: g.UpdatedAt, Added: added, Removed: removed}
 	if err := d.Store.WriteMembers(ctx, t, w, guard); err != nil {
 		return err
 	}
-	if len(p.Added) > 0 {
-		names := make([]string, len(p.Added))
-		for i, m := range p.Added {
+	if len(added) > 0 {
+		names := make([]string, len(added))
+		for i, m := range added {
 			names[i] = m.Username
 		}
 		users, err := d.Store.LoadUsers(ctx, t, names)
@@ -169,7 +172,7 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 			return err
 		}
 		var gone []events.Member
-		for _, m := range p.Added {
+		for _, m := range added {
 			if u := users[m.Username]; !u.Live() || u.State.ID != m.UserID {
 				gone = append(gone, m)
 			}
@@ -186,4 +189,15 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 	mu.Lock()
 	defer mu.Unlock()
 	return d.Store.FinishMembers(ctx, t, g.Key, lease)
+}
+
+// unerased are the members of a recorded change that were not erased since.
+func unerased(ms []events.Member) []events.Member {
+	out := make([]events.Member, 0, len(ms))
+	for _, m := range ms {
+		if !m.Erased {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -44,6 +44,9 @@ type UserAggregate struct {
 	State              events.User
 	PasswordCiphertext string
 	CleanupPending     bool
+	// ErasureID is set on the tombstone of a user whose erasure is under way: the name
+	// is neither usable nor erasable again until the erasure is done (docs/erasure.md).
+	ErasureID string
 }
 
 // Live reports whether the user exists and is not deleted.
@@ -119,6 +122,22 @@ type Change struct {
 	// Idempotency is recorded with the change, so a retried request finds it.
 	Idempotency *Idempotency
 	Actor       string
+	// Erasure, on a user.erased change, is the erasure's ledger entry, written in the
+	// same transaction; the idempotency record then names the erasure, not the user.
+	Erasure *Erasure
+}
+
+// Erasure is the PII-free ledger entry of one erasure (docs/erasure.md).
+type Erasure struct {
+	ID          string
+	RequestedAt time.Time
+	Actor       string
+	Reason      string
+	// UserIDHashes are erasure.HashID of the ids of the user's incarnations known when
+	// the erasure is requested; the erasure adds those it finds in the history.
+	UserIDHashes []string
+	// Places are the places the erasure must clean, each "pending" at first.
+	Places []string
 }
 
 // LookupBy is what a lookup pointer finds an aggregate by.

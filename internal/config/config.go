@@ -422,6 +422,10 @@ type Projector struct {
 	Stream
 	// CORSOrigins may read /metrics, /healthz and /readyz from a browser (the web console).
 	CORSOrigins []string
+	// ErasureSettle is the wait between an erasure's two passes over the read side
+	// (SSO_ERASURE_SETTLE, default 30s, at least 10s: more than the erasure filter's
+	// cache; docs/erasure.md).
+	ErasureSettle time.Duration
 	// ProgressToken is what a follower of the progress feed (GET /v1/applied) must present
 	// (SSO_PROGRESS_TOKEN, shared with the query APIs); empty: the feed refuses everyone.
 	ProgressToken string
@@ -444,6 +448,10 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
+	c.ErasureSettle = r.duration("SSO_ERASURE_SETTLE", 30*time.Second)
+	if c.ErasureSettle < 10*time.Second {
+		r.fail("SSO_ERASURE_SETTLE: %s is shorter than 10s (the erasure filter caches the ledger for 5s)", c.ErasureSettle)
+	}
 	c.Stream = r.stream()
 	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
 	c.ProgressMaxSubscribers = r.positive("SSO_PROGRESS_MAX_SUBSCRIBERS", 64)

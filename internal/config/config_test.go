@@ -241,3 +241,35 @@ func TestTableSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestLambdaModeNeedsBothConsumersAndValidARNs(t *testing.T) {
+	base := map[string]string{"SSO_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "SSO_BOOTSTRAP_TOKEN": "t"}
+	with := func(kv ...string) Env {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return Map(m)
+	}
+	const proj, sync = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-projector", "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-keycloak-sync"
+	c, err := LoadCommandAPI(with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync,
+		"SSO_LAMBDA_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:failures"))
+	if err != nil || !c.Lambda.Enabled() || c.Lambda.ProjectorARN != proj || c.Lambda.FailureDestinationARN == "" {
+		t.Fatalf("%+v, %v", c.Lambda, err)
+	}
+	if c, err := LoadCommandAPI(with()); err != nil || c.Lambda.Enabled() {
+		t.Errorf("unset: %+v, %v", c.Lambda, err)
+	}
+	for name, env := range map[string]Env{
+		"only one consumer":      with("SSO_LAMBDA_PROJECTOR_ARN", proj),
+		"not a function ARN":     with("SSO_LAMBDA_PROJECTOR_ARN", "projector", "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync),
+		"not a queue or a topic": with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync, "SSO_LAMBDA_FAILURE_DESTINATION_ARN", "queue"),
+	} {
+		if _, err := LoadCommandAPI(env); err == nil || !strings.Contains(err.Error(), "SSO_LAMBDA_") {
+			t.Errorf("%s: %v, want an error naming the variable", name, err)
+		}
+	}
+}

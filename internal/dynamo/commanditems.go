@@ -32,6 +32,8 @@ type userItem struct {
 	DeletedMembershipRev int64               `dynamodbav:"deleted_membership_rev"`
 	CleanupPending       bool                `dynamodbav:"cleanup_pending,omitempty"`
 	SSOType              string              `dynamodbav:"sso_type"`
+	// ErasureID marks the tombstone of a user being erased (commands.UserAggregate).
+	ErasureID string `dynamodbav:"erasure_id,omitempty"`
 }
 
 type groupItem struct {

@@ -93,6 +93,7 @@ func userAggregate(item map[string]types.AttributeValue) (commands.UserAggregate
 		},
 		PasswordCiphertext: it.Password,
 		CleanupPending:     it.CleanupPending,
+		ErasureID:          it.ErasureID,
 	}, nil
 }
 
@@ -307,12 +308,22 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
 			Kind: c.Event.Kind, Key: c.Event.Key, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
 		}
-		if s.keepsAnswers(*c.Idempotency) {
+		if c.Erasure != nil {
+			// The record of an erase request names the erasure, never the person.
+			rec.Kind, rec.Key = events.KindErasure, c.Erasure.ID
+		} else if s.keepsAnswers(*c.Idempotency) {
 			if rec.Body, err = answerBody(c.Event.Payload); err != nil {
 				return err
 			}
 		}
 		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
+	}
+	if c.Erasure != nil {
+		put, err := ErasureLedgerPut(s.names.Erasures(), t.System, t.ID, *c.Erasure)
+		if err != nil {
+			return err
+		}
+		add(roleNone, types.TransactWriteItem{Put: put})
 	}
 	if len(items) > maxTransactItems {
 		return fmt.Errorf("change of %s v%d has %d items, more than a transaction holds", c.Event.Key, c.Event.Version, len(items))
@@ -370,7 +381,11 @@ func (s *CommandStore) explain(ctx context.Context, c commands.Change, tce *type
 func (s *CommandStore) configItem(c commands.Change) (map[string]types.AttributeValue, error) {
 	switch {
 	case c.User != nil:
-		return UserConfigItem(c.User.State, c.User.PasswordCiphertext, c.User.CleanupPending)
+		item, err := UserConfigItem(c.User.State, c.User.PasswordCiphertext, c.User.CleanupPending)
+		if err == nil && c.User.ErasureID != "" {
+			item["erasure_id"] = str(c.User.ErasureID)
+		}
+		return item, err
 	case c.Group != nil:
 		return GroupConfigItem(c.Group.State, c.Group.CleanupPending, c.Group.Pending)
 	}

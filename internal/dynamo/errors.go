@@ -90,3 +90,6 @@ func TranslateRead(err error) error {
 func IsTableMissing(err error) bool {
 	return errors.Is(err, ErrTableMissing) || sdkerr.ResourceNotFound(err)
 }
+
+// Translate is translate for packages that make their own DynamoDB calls (internal/erasure).
+func Translate(err error) error { return translate(err) }

@@ -148,3 +148,8 @@ func (s *CommandStore) LoadGroups(ctx context.Context, t commands.Tenant, keys [
 	}
 	return out, nil
 }
+
+// LookupKey is the key of a lookup item (an erasure removes those of every incarnation).
+func LookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string) map[string]types.AttributeValue {
+	return lookupKey(kind, by, value, id)
+}

@@ -60,7 +60,7 @@ func seedCommand(t events.Type) string {
 	switch t {
 	case events.UserCreatedType, events.GroupCreatedType, events.GroupMemberAddedType:
 		return "add"
-	case events.UserDeletedType, events.GroupDeletedType, events.GroupMemberRemovedType:
+	case events.UserDeletedType, events.UserErasedType, events.GroupDeletedType, events.GroupMemberRemovedType:
 		return "delete"
 	}
 	return "update"

@@ -66,6 +66,7 @@ func everyEvent() []events.Envelope {
 		envelope(&events.UserDeactivated{User: someone}),
 		envelope(&events.UserActivated{User: someone}),
 		envelope(&events.UserDeleted{User: tombstone, PreviousID: "7d1c", Groups: []string{"admins", "team alpha"}}),
+		envelope(&events.UserErased{User: tombstone, PreviousID: "7d1c", Groups: []string{"admins"}, ErasureID: "0b5e"}),
 		envelope(&events.GroupCreated{Group: admins}),
 		envelope(&events.GroupUpdated{Group: admins}),
 		envelope(&events.GroupDeleted{Group: deletedGroup, PreviousID: "9f2e"}),
@@ -105,7 +106,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	recordedAt := later.Add(40 * time.Millisecond)
 	seedCommand := map[events.Type]string{
 		events.UserCreatedType: "add", events.GroupCreatedType: "add", events.GroupMemberAddedType: "add",
-		events.UserDeletedType: "delete", events.GroupDeletedType: "delete", events.GroupMemberRemovedType: "delete",
+		events.UserDeletedType: "delete", events.UserErasedType: "delete", events.GroupDeletedType: "delete", events.GroupMemberRemovedType: "delete",
 	}
 
 	for i, want := range everyEvent() {

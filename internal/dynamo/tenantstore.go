@@ -39,9 +39,9 @@ func (s *TenantStore) WithTableSettings(set TableSettings) *TenantStore {
 }
 
 // EnsureSharedTables prepares the tables of the command side that every tenant shares
-// (Config, idempotency, SCIM tokens).
+// (Config, idempotency, SCIM tokens, the erasure ledger).
 func EnsureSharedTables(ctx context.Context, db *dynamodb.Client, names Names, set TableSettings) error {
-	return EnsureSystemTables(ctx, db, set, ConfigTable(names.Config()), IdempotencyTable(names.Idempotency()), ScimTokensTable(names.ScimTokens()))
+	return EnsureSystemTables(ctx, db, set, ConfigTable(names.Config()), IdempotencyTable(names.Idempotency()), ScimTokensTable(names.ScimTokens()), ErasuresTable(names.Erasures()))
 }
 
 // GetTenant reads a tenant row.

@@ -144,7 +144,7 @@ func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			if seq, stopped := b.aggregate(ctx, g.entries, isBlocked); stopped {
+			if seq, stopped := b.aggregate(ctx, g.entries, isBlocked, ev.Records[0].Change.SequenceNumber); stopped {
 				mu.Lock()
 				failures = append(failures, seq)
 				mu.Unlock()
@@ -161,9 +161,9 @@ func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 
 // aggregate applies one aggregate's records in order; stopped reports the record at which
 // it stopped (its sequence number), to be delivered again.
-func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool) (seq string, stopped bool) {
+func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, batchStart string) (seq string, stopped bool) {
 	behind := ""
-	for i, e := range entries {
+	for _, e := range entries {
 		r := e.rec
 		if blocked && behind == "" {
 			first, found, err := b.cfg.DeadLetters.FirstOf(ctx, r.System, r.Tenant, r.Table, r.Aggregate)
@@ -201,9 +201,11 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool) (s
 			continue
 		}
 		if err == nil {
-			if i == 0 {
-				// The record ESM restarted a batch at may carry a count from earlier
-				// invocations; a record applied at once has none.
+			if r.SequenceNumber == batchStart {
+				// ESM restarts a shard at the lowest failed record, so the record that
+				// starts a batch is the one likely to carry a count from earlier
+				// invocations. (A count of another record that failed and then worked stays
+				// behind: a small item that List and Redrive never read.)
 				_ = b.cfg.DeadLetters.ForgetAttempts(ctx, r)
 			}
 			continue

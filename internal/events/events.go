@@ -28,6 +28,9 @@ type AggregateKind string
 const (
 	KindUser  AggregateKind = "user"
 	KindGroup AggregateKind = "group"
+	// KindErasure is not an aggregate: it is the kind an Idempotency-Key record of an
+	// erase request names (its key is the erasure id, never the user).
+	KindErasure AggregateKind = "erasure"
 )
 
 // Payload is the typed body of an event.
@@ -78,6 +81,7 @@ func NewRegistry() *Registry {
 		func() Payload { return &UserDeactivated{} },
 		func() Payload { return &UserActivated{} },
 		func() Payload { return &UserDeleted{} },
+		func() Payload { return &UserErased{} },
 		func() Payload { return &GroupCreated{} },
 		func() Payload { return &GroupUpdated{} },
 		func() Payload { return &GroupDeleted{} },

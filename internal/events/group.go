@@ -53,6 +53,9 @@ type GroupMemberAdded struct {
 	Group    Group  `json:"group"`
 	Username string `json:"username"`
 	UserID   string `json:"user_id"`
+	// Erased marks a member who was erased since (docs/erasure.md): the record was
+	// rewritten without the username and id, and projects no membership.
+	Erased bool `json:"erased,omitempty"`
 	// MembershipRev is the user's membership revision this addition took; see
 	// User.DeletedMembershipRev.
 	MembershipRev int64 `json:"membership_rev"`
@@ -63,6 +66,8 @@ type GroupMemberRemoved struct {
 	Group    Group  `json:"group"`
 	Username string `json:"username"`
 	UserID   string `json:"user_id"`
+	// Erased: as GroupMemberAdded.Erased.
+	Erased bool `json:"erased,omitempty"`
 }
 
 // Member is one user a GroupMembersChanged added or removed. The username and the user's
@@ -76,7 +81,16 @@ type Member struct {
 	// it was decided on, so that this incarnation's deletes cover it and earlier ones do
 	// not. Zero for a removal.
 	MembershipRev int64 `json:"membership_rev,omitempty"`
+	// Erased: as GroupMemberAdded.Erased.
+	Erased bool `json:"erased,omitempty"`
 }
+
+// ErasedMember is what an erased member becomes in a rewritten record: no name, no id.
+func ErasedMember() Member { return Member{Erased: true} }
+
+// ErasedValue stands in for an erased member's username in a change set: an erased
+// member shows without a name.
+func ErasedValue() map[string]bool { return map[string]bool{"erased": true} }
 
 // GroupMembersChanged: many users joined and left the group in one command. Added and
 // Removed are disjoint, each sorted by username, and hold only real changes (a user

@@ -10,6 +10,9 @@ const (
 	UserDeactivatedType     Type = "user.deactivated"
 	UserActivatedType       Type = "user.activated"
 	UserDeletedType         Type = "user.deleted"
+	// UserErasedType: the person was erased (GDPR art. 17, docs/erasure.md). Its record
+	// lives only until the erasure removes the user's whole partition.
+	UserErasedType Type = "user.erased"
 )
 
 // User is the state of a user aggregate after an event. It never holds a password.
@@ -72,6 +75,23 @@ type UserDeleted struct {
 	Groups []string `json:"groups,omitempty"`
 }
 
+// UserErased: the user is deleted as by UserDeleted, and every trace of the person is
+// to be erased (docs/erasure.md). The record holding it is itself erased with the user's
+// partition, so it is read only from the stream, by the projector (which carries the
+// erasure out) and the Keycloak sync (which deletes the Keycloak user).
+type UserErased struct {
+	// User is the tombstone, as in UserDeleted.
+	User User `json:"user"`
+	// PreviousID is the ssodir id of the live (or last) incarnation.
+	PreviousID string `json:"previous_id"`
+	// Groups are the keys of the groups the user was removed from.
+	Groups []string `json:"groups,omitempty"`
+	// ErasureID names the erasure in the ledger (GET /erasures/{id}).
+	ErasureID string `json:"erasure_id"`
+}
+
+func (UserErased) EventType() Type { return UserErasedType }
+
 func (UserCreated) EventType() Type         { return UserCreatedType }
 func (UserUpdated) EventType() Type         { return UserUpdatedType }
 func (UserPasswordChanged) EventType() Type { return UserPasswordChangedType }
@@ -93,6 +113,8 @@ func UserState(p Payload) (User, bool) {
 	case *UserActivated:
 		return e.User, true
 	case *UserDeleted:
+		return e.User, true
+	case *UserErased:
 		return e.User, true
 	}
 	return User{}, false

@@ -5,6 +5,8 @@
 package identity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -102,4 +104,13 @@ func ExternalID(attrs map[string][]string) string {
 		return vs[0]
 	}
 	return ""
+}
+
+// ErasedIDHash is how the erasure ledger keeps the id of an erased user's incarnation: the
+// hex SHA-256 of the id. An id is a random UUID, so its hash names nobody and cannot be
+// guessed back, yet every process can hash the id it meets and recognise an erased
+// incarnation without holding a key (docs/erasure.md).
+func ErasedIDHash(id string) string {
+	sum := sha256.Sum256([]byte("ssodir-erased-user-id:" + id))
+	return hex.EncodeToString(sum[:])
 }

@@ -331,3 +331,29 @@ func (s *Syncer) SetPassword(ctx context.Context, userID, plaintext string) erro
 	s.c.metrics.operation(string(ActionSetPassword), err)
 	return err
 }
+
+// EraseUser deletes, whatever the tenant's on_delete, the Keycloak user of an erased
+// person: the one carrying ssodirID, and a user ssodir manages (it carries an ssodir_id)
+// under the erased username, which an earlier incarnation kept disabled may be — unless
+// it carries keepID, the id of a new user who has taken the name since the erasure.
+func (s *Syncer) EraseUser(ctx context.Context, ssodirID, username, keepID string) error {
+	if ssodirID != "" {
+		if err := s.DeleteUser(ctx, ssodirID, 0, OnDeleteDelete); err != nil {
+			return err
+		}
+	}
+	u, err := s.c.FindUserByUsername(ctx, username)
+	if errors.Is(err, ErrNotFound) || (err == nil && (u == nil || u.SsodirID() == "" || u.SsodirID() == keepID)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer s.c.cfg.Locks.lock(userLock(u.SsodirID()))()
+	err = ignoreNotFound(s.c.DeleteUser(ctx, u.ID))
+	s.c.metrics.operation(string(ActionDeleteUser), err)
+	if err == nil {
+		s.forget(s.users, u.SsodirID())
+	}
+	return err
+}

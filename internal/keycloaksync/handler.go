@@ -11,7 +11,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/streams"
@@ -35,6 +37,10 @@ type HandlerConfig struct {
 	Park func(msg *message.Message, until time.Time)
 	// RecordTimeout bounds one record's sync (DefaultRecordTimeout).
 	RecordTimeout time.Duration
+	// Erasures is the erasure ledger, in which the sync marks its place (keycloak) done
+	// once it deleted an erased user's Keycloak user; nil: erasures are synced as deletes
+	// and never marked.
+	Erasures *erasure.Ledger
 }
 
 // Handler turns command-log stream records into Keycloak calls.
@@ -191,10 +197,28 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	}
 	realm, err := h.cfg.Realms.Get(ctx, rec.System, rec.Tenant)
 	if errors.Is(err, ErrNoKeycloak) {
+		if e, ok := env.Payload.(*events.UserErased); ok {
+			return h.erased(ctx, rec, e) // no realm holds the person
+		}
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if e, ok := env.Payload.(*events.UserErased); ok {
+		// A new user may have taken the name once the erasure freed it: theirs stays.
+		cur, _, live, err := NewWriteModel(h.cfg.Store, rec.System, rec.Tenant).user(ctx, e.User.Username)
+		if err != nil {
+			return writeModelError{err}
+		}
+		keep := ""
+		if live {
+			keep = cur.ID
+		}
+		if err := realm.Syncer.EraseUser(ctx, e.PreviousID, e.User.Username, keep); err != nil {
+			return fmt.Errorf("erase a user in realm %s: %w", realm.Tenant.KeycloakRealm, err)
+		}
+		return h.erased(ctx, rec, e)
 	}
 	wm := NewWriteModel(h.cfg.Store, rec.System, rec.Tenant)
 	if err := h.sync(ctx, realm, wm, env); err != nil {
@@ -329,4 +353,12 @@ func (h *Handler) setPassword(ctx context.Context, realm *Realm, u events.User, 
 	}
 	defer clear(plain)
 	return realm.Syncer.SetPassword(ctx, u.ID, string(plain))
+}
+
+// erased marks the erasure's Keycloak place done.
+func (h *Handler) erased(ctx context.Context, rec streams.Record, e *events.UserErased) error {
+	if h.cfg.Erasures == nil {
+		return nil
+	}
+	return h.cfg.Erasures.MarkDone(ctx, rec.System, rec.Tenant, e.ErasureID, commands.PlaceKeycloak)
 }

@@ -70,7 +70,10 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	case s.Task != "":
 		task, ok := f.Tasks[s.Task]
 		if !ok {
-			return nil, fmt.Errorf("unknown task %q (this function runs: %s)", s.Task, strings.Join(append(f.taskNames(), "no other task")[:max(1, len(f.Tasks))], ", "))
+			if len(f.Tasks) == 0 {
+				return nil, fmt.Errorf("unknown task %q: this function runs no scheduled task", s.Task)
+			}
+			return nil, fmt.Errorf("unknown task %q (this function runs: %s)", s.Task, strings.Join(f.taskNames(), ", "))
 		}
 		if err := task(ctx); err != nil {
 			f.Log.Error("task failed", zap.String("task", s.Task), zap.Error(err))

@@ -82,6 +82,10 @@ func NewReducers(retention time.Duration) map[events.Type]Reducer {
 	a := activity{retention: retention}
 	out := map[events.Type]Reducer{}
 	for t, r := range stateReducers() {
+		if t == events.UserErasedType {
+			out[t] = r // an erasure leaves no activity item naming the person
+			continue
+		}
 		out[t] = a.with(r)
 	}
 	return out
@@ -96,6 +100,7 @@ func stateReducers() map[events.Type]Reducer {
 		events.UserDeactivatedType:     reduceUser,
 		events.UserActivatedType:       reduceUser,
 		events.UserDeletedType:         reduceUserDeleted,
+		events.UserErasedType:          reduceUserDeleted,
 		events.GroupCreatedType:        reduceGroup,
 		events.GroupUpdatedType:        reduceGroup,
 		events.GroupDeletedType:        reduceGroupDeleted,
@@ -141,8 +146,15 @@ func reduceUser(e events.Envelope) (Effects, error) {
 }
 
 func reduceUserDeleted(e events.Envelope) (Effects, error) {
-	p, ok := e.Payload.(*events.UserDeleted)
-	if !ok {
+	var groups []string
+	switch p := e.Payload.(type) {
+	case *events.UserDeleted:
+		groups = p.Groups
+	case *events.UserErased:
+		// The erasure itself (internal/erasure) removes every item of the user; a replay
+		// that meets the record before that projects it as the delete it also is.
+		groups = p.Groups
+	default:
 		return Effects{}, payloadMismatch(e)
 	}
 	u, err := userState(e)
@@ -164,7 +176,7 @@ func reduceUserDeleted(e events.Envelope) (Effects, error) {
 	// Every membership add takes a revision of at least 1, so with 0 there is nothing to
 	// cascade over.
 	if u.DeletedMembershipRev > 0 {
-		fx.UserCascade = &UserCascade{Username: u.Username, DeletedRev: u.DeletedMembershipRev, Groups: p.Groups}
+		fx.UserCascade = &UserCascade{Username: u.Username, DeletedRev: u.DeletedMembershipRev, Groups: groups}
 	}
 	return fx, nil
 }
@@ -213,6 +225,9 @@ func reduceMemberAdded(e events.Envelope) (Effects, error) {
 	fx, err := upsert(liveGroup(g), g.Version)
 	if err != nil {
 		return Effects{}, err
+	}
+	if p.Erased {
+		return fx, nil // an erased member's membership is gone with the member
 	}
 	m, err := memberAdd(e, g, events.Member{Username: p.Username, UserID: p.UserID, MembershipRev: p.MembershipRev})
 	if err != nil {
@@ -267,6 +282,9 @@ func reduceMemberRemoved(e events.Envelope) (Effects, error) {
 	if err != nil {
 		return Effects{}, err
 	}
+	if p.Erased {
+		return fx, nil
+	}
 	tomb, err := memberRemoved(e, g, p.Username)
 	if err != nil {
 		return Effects{}, err
@@ -312,6 +330,9 @@ func reduceMembersChanged(e events.Envelope) (Effects, error) {
 		return Effects{}, err
 	}
 	for _, m := range p.Added {
+		if m.Erased {
+			continue
+		}
 		add, err := memberAdd(e, g, m)
 		if err != nil {
 			return Effects{}, err
@@ -319,6 +340,9 @@ func reduceMembersChanged(e events.Envelope) (Effects, error) {
 		fx.MemberAdds = append(fx.MemberAdds, add)
 	}
 	for _, m := range p.Removed {
+		if m.Erased {
+			continue
+		}
 		tomb, err := memberRemoved(e, g, m.Username)
 		if err != nil {
 			return Effects{}, err
@@ -445,12 +469,12 @@ func (a activity) items(e events.Envelope) ([]Item, error) {
 		return err
 	}
 	for _, m := range p.Added {
-		if err := each(events.GroupMemberAddedType, m, events.Change{New: m.Username}); err != nil {
+		if err := each(events.GroupMemberAddedType, m, events.Change{New: memberName(m)}); err != nil {
 			return nil, err
 		}
 	}
 	for _, m := range p.Removed {
-		if err := each(events.GroupMemberRemovedType, m, events.Change{Old: m.Username}); err != nil {
+		if err := each(events.GroupMemberRemovedType, m, events.Change{Old: memberName(m)}); err != nil {
 			return nil, err
 		}
 	}
@@ -505,4 +529,13 @@ func changeSet(ch map[string]events.Change) (string, error) {
 func isSecretField(name string) bool {
 	n := strings.ToLower(name)
 	return strings.Contains(n, "password") || strings.Contains(n, "secret")
+}
+
+// memberName is what an activity item shows for a member: the username, or for an erased
+// member the erased mark (no name).
+func memberName(m events.Member) any {
+	if m.Erased {
+		return events.ErasedValue()
+	}
+	return m.Username
 }

@@ -5,6 +5,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/progress"
 	"github.com/ssodir/ssodir/internal/projections"
@@ -36,7 +38,16 @@ type Handler struct {
 	committers map[projections.Tables]*projections.Committer
 	// progress hears of every record written to a tenant's current tables (nil: nobody).
 	progress *progress.Feed
+	// eraser carries out erasures (user.erased records), filter keeps records of erased
+	// users from writing anything about them; both nil until Erase.
+	eraser *erasure.Eraser
+	filter *erasure.Filter
 }
+
+// Erase makes the handler carry out the erasures its records ask for, and filter the
+// records of erased users (docs/erasure.md). Without it, a user.erased record projects as
+// a delete and nothing is filtered: every process that projects must call it.
+func (h *Handler) Erase(x *erasure.Eraser, f *erasure.Filter) { h.eraser, h.filter = x, f }
 
 // Publish makes the handler tell feed what it has written, so that query APIs following
 // the feed wake the X-Min-Version reads waiting on it.
@@ -59,12 +70,25 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("decode stream record: %w", err)
 	}
-	return h.Apply(msg.Context(), rec)
+	return h.apply(msg.Context(), rec, func(until time.Time) error {
+		// The erasure's second pass is due later: the shard waits for it, which keeps the
+		// user's later records (none of this incarnation) behind the erasure.
+		streams.Park(msg, until)
+		return errErasureWaits
+	})
 }
+
+// errErasureWaits is the nack of a user.erased record parked until its second pass.
+var errErasureWaits = errors.New("erasure waits for its second pass")
 
 // Apply projects one stream record; records that are not new history records (state
 // items, guards, memberships, TTL expiry of history) carry nothing to project.
 func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
+	return h.apply(ctx, rec, nil)
+}
+
+// apply is Apply; park, when set, holds the record until a time instead of waiting here.
+func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.Time) error) error {
 	if rec.TTLDeletion || rec.EventName != streams.EventInsert {
 		return nil
 	}
@@ -74,6 +98,20 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	env, err := dynamo.DecodeRecord(h.registry, rec.NewImage)
 	if err != nil {
 		return fmt.Errorf("decode history record of %s: %w", rec.Aggregate, err)
+	}
+	if h.eraser != nil {
+		if e, ok := env.Payload.(*events.UserErased); ok {
+			return h.erase(ctx, rec, e, park)
+		}
+	}
+	if h.filter != nil {
+		skip, err := h.filter.Apply(ctx, rec.System, rec.Tenant, &env)
+		if err != nil {
+			return fmt.Errorf("read the erasure ledger: %w", err)
+		}
+		if skip {
+			return nil // a record of a user erased since: it writes nothing about them
+		}
 	}
 	targets, err := h.Targets(ctx, rec.System, rec.Tenant)
 	if err != nil {
@@ -149,4 +187,26 @@ func (h *Handler) OnGap(ctx context.Context, gap streams.Gap) error {
 		zap.String("after", gap.After), zap.String("reason", gap.Reason))
 	reason := fmt.Sprintf("stream gap on shard %s after %q: %s", gap.ShardID, gap.After, gap.Reason)
 	return h.tenants.MarkReplayNeeded(ctx, gap.Stream.System, gap.Stream.Tenant, reason)
+}
+
+// erase runs the erasure's passes that are due: with park, the record waits on the shard
+// for the second; without (a re-drive), this call waits for it.
+func (h *Handler) erase(ctx context.Context, rec streams.Record, e *events.UserErased, park func(time.Time) error) error {
+	for {
+		again, err := h.eraser.Step(ctx, rec.System, rec.Tenant, e)
+		if err != nil || again.IsZero() {
+			if err != nil {
+				return fmt.Errorf("erasure %s: %w", e.ErasureID, err)
+			}
+			return nil
+		}
+		if park != nil {
+			return park(again)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(again)):
+		}
+	}
 }

@@ -40,6 +40,23 @@ func (h *Handlers) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET(Prefix+"/groups/:name", h.group, mw...)
 	e.GET(Prefix+"/groups/:name/members", h.groupMembers, mw...)
 	e.GET(Prefix+"/activity", h.activity, mw...)
+	e.GET(Prefix+"/erasures/:erasure_id", h.erasure, mw...)
+}
+
+func (h *Handlers) erasure(c echo.Context) error {
+	if err := noQuery(c); err != nil {
+		return err
+	}
+	id, ok := param(c, "erasure_id")
+	if !ok {
+		return apperr.NotFound("erasure")
+	}
+	system, tenant := tenantOf(c)
+	e, err := h.svc.Erasure(c.Request().Context(), system, tenant, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, e)
 }
 
 // param is a path parameter, unescaped. echo leaves parameters escaped when the request's

@@ -11,11 +11,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
@@ -58,6 +60,8 @@ type Service struct {
 	cursors cursors
 	minWait time.Duration
 	watches *watches
+	// erasures is the erasure ledger's table.
+	erasures string
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -71,10 +75,11 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 		wait = DefaultMinVersionWait
 	}
 	s := &Service{
-		db:      db,
-		tenants: newTenantCache(db, names, opts.TenantTTL),
-		cursors: cursors{key: append([]byte(nil), cursorKey...)},
-		minWait: wait,
+		erasures: names.Erasures(),
+		db:       db,
+		tenants:  newTenantCache(db, names, opts.TenantTTL),
+		cursors:  cursors{key: append([]byte(nil), cursorKey...)},
+		minWait:  wait,
 	}
 	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
 		return s.observe(ctx, k, true)
@@ -632,4 +637,25 @@ func (s *Service) Activity(ctx context.Context, system, tenant string, q Activit
 		return out, nil
 	})
 	return page, s.fail(t, err)
+}
+
+// Erasure is one erasure of the tenant as the ledger shows it (API.md: never the erased
+// identifiers): unknown tenant or erasure, 404.
+func (s *Service) Erasure(ctx context.Context, system, tenant, id string) (erasure.Entry, error) {
+	if _, err := s.tables(ctx, system, tenant); err != nil {
+		return erasure.Entry{}, err
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return erasure.Entry{}, apperr.NotFound("erasure")
+	}
+	e, err := erasure.ReadEntry(ctx, s.db, s.erasures, system, tenant, id)
+	if err != nil {
+		err = storageError(err)
+		if errors.Is(err, dynamo.ErrTableMissing) {
+			// No ledger yet (no command API has run): no erasure either.
+			return erasure.Entry{}, apperr.NotFound("erasure")
+		}
+		return erasure.Entry{}, err
+	}
+	return e, nil
 }

@@ -100,7 +100,7 @@ func (e *env) systemTables() {
 	e.t.Helper()
 	names := dynamo.Names{Prefix: e.prefix}
 	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(names.Config()), dynamo.IdempotencyTable(names.Idempotency()),
-		dynamo.ScimTokensTable(names.ScimTokens()), dynamo.KeycloakSyncStatusTable(names.KeycloakSyncStatus())}, dynamo.StreamTables(names.StreamLeases(), names.DeadLetters())...)
+		dynamo.ScimTokensTable(names.ScimTokens()), dynamo.KeycloakSyncStatusTable(names.KeycloakSyncStatus()), dynamo.ErasuresTable(names.Erasures())}, dynamo.StreamTables(names.StreamLeases(), names.DeadLetters())...)
 	set := dynamo.TableSettings{Stage: "e2e", DeletionProtection: true}
 	if err := dynamo.EnsureSystemTables(context.Background(), e.db, set, specs...); err != nil {
 		e.t.Fatal(err)

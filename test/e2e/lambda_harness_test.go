@@ -95,6 +95,10 @@ type function struct {
 	client *http.Client
 	// life guards cmd and done against a crash from another goroutine.
 	life sync.Mutex
+	// one: an execution environment takes one invocation at a time (the emulator, like
+	// Lambda, runs one environment per process; Lambda would start more for concurrent
+	// requests).
+	one sync.Mutex
 }
 
 // startFunction runs the named function under the emulator with the stage's settings.
@@ -118,7 +122,10 @@ func (f *function) start() {
 	t := f.e.t
 	t.Helper()
 	addr := freeAddr(t)
-	f.cmd = exec.Command(rieBin, "--runtime-interface-emulator-address", addr, filepath.Join(lambdaDir, f.name, "bootstrap"))
+	// Each emulator has its own Runtime API port (9001 by default), so that several
+	// functions run side by side.
+	f.cmd = exec.Command(rieBin, "--runtime-interface-emulator-address", addr, "--runtime-api-address", freeAddr(t),
+		filepath.Join(lambdaDir, f.name, "bootstrap"))
 	f.cmd.Dir = filepath.Join(lambdaDir, f.name)
 	// What Lambda sets, and the stage's settings.
 	f.cmd.Env = f.e.vars(append([]string{"AWS_LAMBDA_FUNCTION_NAME=ssodir-e2e-" + f.name, "AWS_LAMBDA_FUNCTION_TIMEOUT=120"}, f.extra...)...)
@@ -166,7 +173,8 @@ func (f *function) kill() {
 	<-done
 }
 
-// revive starts a new execution environment (a cold start) if the last one died.
+// revive starts a new execution environment (a cold start) if the last one died or is
+// dying.
 func (f *function) revive() bool {
 	f.life.Lock()
 	done := f.done
@@ -175,7 +183,7 @@ func (f *function) revive() bool {
 	case <-done:
 		f.start()
 		return true
-	default:
+	case <-time.After(2 * time.Second):
 		return false
 	}
 }
@@ -197,6 +205,8 @@ func (f *function) invoke(ctx context.Context, event any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.one.Lock()
+	defer f.one.Unlock()
 	f.life.Lock()
 	req.URL.Host = strings.TrimSuffix(strings.TrimPrefix(f.url, "http://"), "/2015-03-31/functions/function/invocations")
 	f.life.Unlock()

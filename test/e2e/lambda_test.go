@@ -1,27 +1,40 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm/esmtest"
+	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
 	"github.com/ssodir/ssodir/internal/mappings"
 	"github.com/ssodir/ssodir/internal/mappings/mappingstest"
 	"github.com/ssodir/ssodir/test/apitest"
 )
 
+// The consumer functions as deploy/ names them in its test stage (prod), so that the
+// least-privilege test can hold the recorded mapping calls to the stage's grants.
 const (
-	e2eProjectorARN = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-e2e-projector"
-	e2eSyncARN      = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-e2e-keycloak-sync"
-	e2eFailuresARN  = "arn:aws:sqs:us-east-1:123456789012:ssodir-e2e-stream-failures"
+	e2eProjectorARN = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-projector"
+	e2eSyncARN      = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-keycloak-sync"
+	e2eFailuresARN  = "arn:aws:sqs:us-east-1:123456789012:ssodir-prod-stream-failures"
 )
 
 // lambdaStage is a stage in Lambda mode: the command API and query API as functions behind
@@ -94,17 +107,23 @@ func TestLambdaModeProvisionsTheMappingsAndProjectsThroughThemAcrossCrashes(t *t
 		t.Errorf("%d mappings after provisioning again, want 2", n)
 	}
 
-	// Commands while the player plays; the projector's environment is killed mid-batch.
+	// Thousands of commands while the player plays; the projector's environment is killed
+	// every few seconds, mid-batch, and cold-started by ESM's next retry.
 	done := make(chan int64)
-	go func() { done <- workload(t, base, 600, 11) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	go func() { done <- workload(t, base, 2000, 11) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var kills atomic.Int32
+	stopCrashing := make(chan struct{})
 	crashing := make(chan struct{})
 	go func() {
 		defer close(crashing)
-		for i := 0; i < 3; i++ {
-			time.Sleep(time.Duration(1500+i*700) * time.Millisecond)
+		for {
+			select {
+			case <-stopCrashing:
+				return
+			case <-time.After(2500 * time.Millisecond):
+			}
 			s.projector.kill()
 			kills.Add(1)
 		}
@@ -120,6 +139,7 @@ func TestLambdaModeProvisionsTheMappingsAndProjectsThroughThemAcrossCrashes(t *t
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	close(stopCrashing)
 	<-crashing
 	s.projector.revive()
 	if err := p.Settle(ctx, time.Second); err != nil {
@@ -224,4 +244,148 @@ func sameBody(a, b []byte) bool {
 var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`"(request_id|instance|trace_id|correlation_id)"\s*:\s*"[^"]*"`),
 	regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`),
+}
+
+// quotaProxy is DynamoDB Local behind a proxy that refuses the creation of one table as
+// the account's table quota does.
+func quotaProxy(t *testing.T, refuse string) string {
+	t.Helper()
+	target, err := url.Parse(local.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.CreateTable" {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var in struct{ TableName string }
+			_ = json.Unmarshal(body, &in)
+			if in.TableName == refuse {
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#LimitExceededException","message":"Subscriber limit exceeded: Only 2500 tables can be created in this region for this account"}`)
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestATenantsTablesDroppedInLambdaModeTakeTheirMappingsAlong: a provisioning that hits the
+// table quota drops what it made; the mappings of the tenant's command table (here one
+// left by an earlier table of that name) go with it, and other tenants' stay.
+func TestATenantsTablesDroppedInLambdaModeTakeTheirMappingsAlong(t *testing.T) {
+	e := newEnv(t)
+	cp := mappingstest.New()
+	t.Cleanup(cp.Close)
+	names := dynamo.Names{Prefix: e.prefix}
+	proxy := quotaProxy(t, names.Users("lam", "full", 0))
+	fn := e.startFunction("command-api", "SSO_LAMBDA_PROJECTOR_ARN="+e2eProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN="+e2eSyncARN,
+		"AWS_ENDPOINT_URL_LAMBDA="+cp.URL, "AWS_ENDPOINT_URL_DYNAMODB="+proxy)
+	api := fn.gateway(t)
+	provision(t, api, "lam", "kept")
+
+	// A mapping left from an earlier table of the same name (a stream of its own).
+	ctl := mappings.New(lambda.New(lambda.Options{Region: "us-east-1", BaseEndpoint: aws.String(cp.URL), Credentials: aws.AnonymousCredentials{}}),
+		mappings.Config{Functions: []string{e2eProjectorARN}})
+	old := "arn:aws:dynamodb:ddblocal:000000000000:table/" + names.Commands("lam", "full") + "/stream/2026-01-01T00:00:00.000"
+	if err := ctl.Ensure(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cp.Mappings()); n != 3 {
+		t.Fatalf("%d mappings before, want 3", n)
+	}
+	r := call(t, "POST", "http://"+api.addr+"/v1/systems/lam/tenants", map[string]any{"tenant_id": "full"})
+	mustStatus(t, r, 503)
+	left := cp.Mappings()
+	if len(left) != 2 {
+		t.Fatalf("mappings left %+v, want the kept tenant's two", left)
+	}
+	for _, m := range left {
+		if mappings.StreamTable(m.EventSourceArn) != names.Commands("lam", "kept") {
+			t.Errorf("mapping of %s left after its tenant's tables were dropped", m.EventSourceArn)
+		}
+	}
+}
+
+// TestKeycloakSyncFunctionKeepsOrderThroughSlowPutsAndACrash is the event path's order test
+// in Lambda mode: one user updated ten times while Keycloak answers PUTs slowly, the
+// keycloak-sync function's environment killed mid-batch and cold-started by the next
+// retry; Keycloak ends at the last version and stays there.
+func TestKeycloakSyncFunctionKeepsOrderThroughSlowPutsAndACrash(t *testing.T) {
+	kc := keycloaktest.NewServer(t, keycloaktest.Config{})
+	kc.AddRealm(realm, "ssodir-sync", "sync-secret")
+	if err := kc.SetUnmanagedAttributes(realm, true); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	api := e.start("command-api")
+	fn := e.startFunction("keycloak-sync", "SSO_SECRET_KEY="+e.key)
+	r := call(t, "POST", "http://"+api.addr+"/v1/systems/kc/tenants", map[string]any{"tenant_id": "t1",
+		"keycloak": map[string]any{"url": kc.URL(), "realm": realm, "client_id": "ssodir-sync", "client_secret": "sync-secret"}})
+	mustStatus(t, r, 201)
+	base := "http://" + api.addr + "/v1/systems/kc/tenants/t1"
+	table := dynamo.Names{Prefix: e.prefix}.Commands("kc", "t1")
+	out, err := e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: fn.stream}
+	ctx, cancel := context.WithCancel(context.Background())
+	played := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if err := p.Drain(ctx); err != nil && ctx.Err() == nil {
+				played <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		played <- nil
+	}()
+	defer func() {
+		cancel()
+		if err := <-played; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": "mover", "email": "mover@example.com"}), 201)
+	eventually(t, 60*time.Second, "mover in the realm", func() (bool, string) {
+		_, ok := kc.UserByUsername(realm, "mover")
+		return ok, ""
+	})
+	kc.Inject(keycloaktest.Fault{Method: "PUT", PathPrefix: keycloaktest.AdminPath(realm, "/users/"), Times: 100000, Delay: 700 * time.Millisecond})
+	var last int
+	for i := 1; i <= 10; i++ {
+		r := call(t, "PATCH", base+"/users/mover", map[string]any{"first_name": fmt.Sprintf("v%d", i)})
+		mustStatus(t, r, 200)
+		var u struct{ Version int }
+		r.json(t, &u)
+		last = u.Version
+		if i == 4 {
+			fn.kill()
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	atLast := func() (bool, string) {
+		u, ok := kc.UserByUsername(realm, "mover")
+		v := u.Attributes["ssodir_version"]
+		return ok && u.FirstName == "v10" && len(v) == 1 && v[0] == strconv.Itoa(last),
+			fmt.Sprintf("first name %q, ssodir_version %v (want v10, %d)", u.FirstName, v, last)
+	}
+	eventually(t, 120*time.Second, "Keycloak at the last version", atLast)
+	time.Sleep(3 * time.Second)
+	if ok, why := atLast(); !ok {
+		t.Fatalf("after settling: %s", why)
+	}
+	if f := p.Failures(); len(f) != 0 {
+		t.Errorf("batches given up to the failure destination: %+v", f)
+	}
+	// The scheduled reconcile round and re-drive answer.
+	fn.task(t, "reconcile")
+	fn.task(t, "redrive-dead-letters")
 }

@@ -9,6 +9,7 @@ package esmtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -51,6 +52,7 @@ type Player struct {
 	pending     map[string][]events.DynamoDBEventRecord // by shard: read, not yet done
 	iterators   map[string]*string
 	finished    map[string]bool
+	seen        map[string]bool // shards a record was read from
 }
 
 // Failures is what reached the failure destination.
@@ -77,7 +79,7 @@ func (p *Player) Drain(ctx context.Context) error {
 		p.MaxRetries = mappings.MaximumRetryAttempts
 	}
 	if p.pending == nil {
-		p.pending, p.iterators, p.finished = map[string][]events.DynamoDBEventRecord{}, map[string]*string{}, map[string]bool{}
+		p.pending, p.iterators, p.finished, p.seen = map[string][]events.DynamoDBEventRecord{}, map[string]*string{}, map[string]bool{}, map[string]bool{}
 	}
 	shards, err := p.shards(ctx)
 	if err != nil {
@@ -115,14 +117,22 @@ func (p *Player) shards(ctx context.Context) ([]stypes.Shard, error) {
 	return all, nil
 }
 
+// drainShardFromStart takes a TRIM_HORIZON iterator of the shard.
+func (p *Player) drainShardFromStart(ctx context.Context, shard string) error {
+	out, err := p.Streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.StreamARN),
+		ShardId: aws.String(shard), ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		return fmt.Errorf("shard iterator: %w", err)
+	}
+	p.iterators[shard] = out.ShardIterator
+	return nil
+}
+
 func (p *Player) drainShard(ctx context.Context, shard string) error {
-	if p.iterators[shard] == nil {
-		out, err := p.Streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.StreamARN),
-			ShardId: aws.String(shard), ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon})
-		if err != nil {
-			return fmt.Errorf("shard iterator: %w", err)
+	if _, started := p.iterators[shard]; !started {
+		if err := p.drainShardFromStart(ctx, shard); err != nil {
+			return err
 		}
-		p.iterators[shard] = out.ShardIterator
 	}
 	for {
 		it := p.iterators[shard]
@@ -131,8 +141,22 @@ func (p *Player) drainShard(ctx context.Context, shard string) error {
 			return p.play(ctx, shard)
 		}
 		out, err := p.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(1000)})
+		var trimmed *stypes.TrimmedDataAccessException
+		if errors.As(err, &trimmed) && !p.seen[shard] {
+			// DynamoDB Local: an iterator taken while the shard was empty fails once the
+			// table is written (DYNAMODB-LOCAL.md, trap 2). Nothing was read from the
+			// shard yet, so a fresh TRIM_HORIZON iterator loses nothing.
+			p.iterators[shard] = nil
+			if err := p.drainShardFromStart(ctx, shard); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("get records: %w", err)
+		}
+		if len(out.Records) > 0 {
+			p.seen[shard] = true
 		}
 		p.iterators[shard] = out.NextShardIterator
 		for _, r := range out.Records {

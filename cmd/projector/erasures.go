@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/ssodir/ssodir/internal/erasure"
+)
+
+// erasures is `projector erasures reapply`: the erasure ledger re-applied to restored
+// tables (docs/erasure.md, "Backups").
+func (a *app) erasures(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "reapply" {
+		return fmt.Errorf("usage: projector erasures reapply --system S --tenant T [--commands-table N --users-table N --activities-table N]")
+	}
+	fs := flag.NewFlagSet("erasures reapply", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	system := fs.String("system", "", "system id")
+	tenant := fs.String("tenant", "", "tenant id")
+	var r erasure.Restored
+	fs.StringVar(&r.CommandsTable, "commands-table", "", "the restored write table (default: the tenant's)")
+	fs.StringVar(&r.UsersTable, "users-table", "", "the restored read table (default: the tenant's)")
+	fs.StringVar(&r.ActivitiesTable, "activities-table", "", "the restored activity table (default: the tenant's)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *system == "" || *tenant == "" {
+		return fmt.Errorf("erasures reapply: --system and --tenant are required")
+	}
+	res, err := a.eraser.Reapply(ctx, *system, *tenant, r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%d erasures in the ledger of %s/%s; %d erased users found again and erased\n", res.Erasures, *system, *tenant, res.Users)
+	return err
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
+	"github.com/ssodir/ssodir/internal/projections"
+)
+
+// erasureSize is the erased user of the erasure scenario: history records and groups
+// (full: the 10,000 and 100).
+func erasureSize(sc scale) (history, groups int) {
+	switch sc.Name {
+	case "full":
+		return 10000, 100
+	case "small":
+		return 1000, 10
+	}
+	return 50, 3
+}
+
+// countingDB counts the DynamoDB calls an erasure makes, by operation.
+type countingDB struct {
+	*dynamodb.Client
+	mu    sync.Mutex
+	calls map[string]float64
+}
+
+func (c *countingDB) count(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count("GetItem")
+	return c.Client.GetItem(ctx, in, o...)
+}
+func (c *countingDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.count("PutItem")
+	return c.Client.PutItem(ctx, in, o...)
+}
+func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+func (c *countingDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.count("DeleteItem")
+	return c.Client.DeleteItem(ctx, in, o...)
+}
+func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.count("Query")
+	return c.Client.Query(ctx, in, o...)
+}
+func (c *countingDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.count("Scan")
+	return c.Client.Scan(ctx, in, o...)
+}
+func (c *countingDB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	c.count("BatchWriteItem")
+	return c.Client.BatchWriteItem(ctx, in, o...)
+}
+
+// benchErasure measures what one erasure costs: a user with the 10,000 history
+// records (their feed and view projected) and memberships of 100 groups, each group's
+// history naming them, erased by the projector's two passes (in-process, the settle wait
+// left out), against the least any erasure must do: deleting the user's own items with
+// BatchWriteItem. The design adds nothing to a create or an update (no per-user key, no
+// extra item or call): the create and update scenarios measure the same path as before.
+func benchErasure(ctx context.Context, b *bench, sc scale) ([]*result, error) {
+	e, api, err := apiEnv(ctx, b, sc, true)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	if err := api.stop(); err != nil {
+		return nil, err
+	}
+	nHistory, nGroups := erasureSize(sc)
+	r := &result{
+		Name: fmt.Sprintf("erase a user with %s history records and %d groups", quantity(nHistory), nGroups), Unit: "s", BaselineUnit: "s",
+		What:         "erasure.Eraser first and second pass in-process (the projector's work on user.erased, SSO_ERASURE_SETTLE left out); calls_* count its DynamoDB calls",
+		BaselineWhat: "BatchWriteItem deletes of the user's own write-model, view and feed items, 25 at a time, one worker",
+		Notes: []string{"every create and update: no added call (the design keeps no per-user key)",
+			"the erasure Scans the tenant's whole write table once (group histories have no member index): its cost grows with the tenant; here the table holds the user, the groups and nothing else",
+			"ratio wall_s = erasure / baseline"},
+	}
+	row, err := dynamo.NewTenants(e.db, e.names).Get(ctx, benchSystem, benchTenant)
+	if err != nil {
+		return nil, err
+	}
+	p := projections.New(e.db, projections.Options{Retention: activityRetention})
+	for rep := range sc.Reps {
+		username := fmt.Sprintf("erasee-%d", rep)
+		keys, err := seedErasee(ctx, e, p, row, username, rep, nHistory, nGroups)
+		if err != nil {
+			return nil, err
+		}
+		id := fmt.Sprintf("00000000-0000-0000-0000-%012d", rep)
+		put, err := dynamo.ErasureLedgerPut(e.names.Erasures(), benchSystem, benchTenant, commands.Erasure{ID: id, RequestedAt: time.Now(),
+			Actor: "bench", Reason: "bench", UserIDHashes: []string{identity.ErasedIDHash("id-" + username)}, Places: commands.ErasurePlaces})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: put.TableName, Item: put.Item}); err != nil {
+			return nil, err
+		}
+		cdb := &countingDB{Client: e.db, calls: map[string]float64{}}
+		x := erasure.NewEraser(cdb, e.names, dynamo.NewTenants(e.db, e.names), events.NewRegistry(), erasure.Options{})
+		before := e.cpu()
+		start := time.Now()
+		subj := erasure.NewSubject(username, "id-"+username)
+		groups, err := x.FirstPass(ctx, row, subj, id, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := x.SecondPass(ctx, row, erasure.NewSubject(username), id, groups); err != nil {
+			return nil, err
+		}
+		wall := time.Since(start)
+		fig := map[string]float64{"wall_s": wall.Seconds(), "groups_found": float64(len(groups))}
+		total := 0.0
+		for op, n := range cdb.calls {
+			fig["calls_"+op] = n
+			total += n
+		}
+		fig["calls"] = total
+		e.addCPU(fig, before, 1)
+
+		// The baseline: the same user seeded again, its own items deleted raw.
+		username2 := username + "-raw"
+		keys, err = seedErasee(ctx, e, p, row, username2, rep+1000, nHistory, nGroups)
+		if err != nil {
+			return nil, err
+		}
+		start = time.Now()
+		for table, ks := range keys {
+			if err := rawDelete(ctx, e.db, table, ks); err != nil {
+				return nil, err
+			}
+		}
+		r.add(fig, map[string]float64{"wall_s": time.Since(start).Seconds()})
+		b.logf("   erasure %d: %.1fs, %.0f calls", rep, wall.Seconds(), total)
+	}
+	return []*result{r}, nil
+}
+
+// seedErasee writes a user with nHistory history records (projected: view and feed) and a
+// membership of nGroups groups (each group's history names them); it returns the user's
+// own items by table.
+func seedErasee(ctx context.Context, e *env, p *projections.Projector, row dynamo.Tenant, username string, rep, nHistory, nGroups int) (map[string][]item, error) {
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	u := events.User{ID: "id-" + username, Username: username, Email: username + "@example.org", FirstName: "F", LastName: "L",
+		IsActive: true, CreatedAt: at, UpdatedAt: at}
+	var hist, feed []item
+	var envs []events.Envelope
+	for v := 1; v <= nHistory; v++ {
+		u.Version = int64(v)
+		u.FirstName = fmt.Sprintf("F%d", v)
+		var pl events.Payload = &events.UserUpdated{User: u}
+		if v == 1 {
+			pl = &events.UserCreated{User: u}
+		}
+		env := events.Envelope{EventID: fmt.Sprintf("%s-%d", username, v), Type: pl.EventType(), SchemaVersion: events.SchemaVersion,
+			Kind: events.KindUser, Key: username, Version: int64(v), Actor: "bench", OccurredAt: at,
+			Changes: map[string]events.Change{"first_name": {New: u.FirstName}}, Payload: pl}
+		envs = append(envs, env)
+		hist = append(hist, history(env))
+	}
+	hist = append(hist, userConfig(u), emailGuard(u))
+	var groupItems []item
+	for i := range nGroups {
+		g := events.Group{ID: fmt.Sprintf("gid-%d-%d", rep, i), Key: fmt.Sprintf("eg-%d-%d", rep, i), Name: fmt.Sprintf("eg-%d-%d", rep, i), Version: 2, CreatedAt: at, UpdatedAt: at}
+		env := events.Envelope{EventID: fmt.Sprintf("%s-g%d", username, i), Type: events.GroupMemberAddedType, SchemaVersion: events.SchemaVersion,
+			Kind: events.KindGroup, Key: g.Key, Version: 2, Actor: "bench", OccurredAt: at,
+			Changes: map[string]events.Change{"member": {New: username}},
+			Payload: &events.GroupMemberAdded{Group: g, Username: username, UserID: u.ID, MembershipRev: int64(i + 1)}}
+		envs = append(envs, env)
+		groupItems = append(groupItems, history(env), must(dynamo.GroupConfigItem(g, false, nil)),
+			dynamo.MemberItem(g.Key, username, u.ID, int64(i+1), 2, dynamo.FormatTime(at)))
+	}
+	if err := batchWrite(ctx, e.db, row.CommandsTable, writeConcurrency, append(hist, groupItems...)); err != nil {
+		return nil, err
+	}
+	if err := p.ApplyBatch(ctx, projections.Tables{Users: row.UsersTable, Activities: row.ActivitiesTable}, envs); err != nil {
+		return nil, err
+	}
+	for _, env := range envs[:nHistory] {
+		fx, err := p.Effects(env)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range fx.Activities {
+			feed = append(feed, item{"pk": a["pk"], "sk": a["sk"]})
+		}
+	}
+	keyOf := func(it item) item { return item{"id": it["id"], "sk": it["sk"]} }
+	own := map[string][]item{row.ActivitiesTable: feed}
+	for _, it := range hist {
+		own[row.CommandsTable] = append(own[row.CommandsTable], keyOf(it))
+	}
+	own[row.UsersTable] = []item{{"id": s(dynamo.UserID(username)), "sk": s(dynamo.SKConfig)}}
+	return own, nil
+}
+
+// rawDelete deletes keys with BatchWriteItem, 25 at a time, retrying what is unprocessed.
+func rawDelete(ctx context.Context, db *dynamodb.Client, table string, keys []item) error {
+	for i := 0; i < len(keys); i += 25 {
+		var reqs []types.WriteRequest
+		for _, k := range keys[i:min(i+25, len(keys))] {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
+		}
+		pending := map[string][]types.WriteRequest{table: reqs}
+		for len(pending[table]) > 0 {
+			out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+			if err != nil {
+				return err
+			}
+			pending = out.UnprocessedItems
+		}
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ssodir/ssodir/client"
+)
+
+// userErase is `ssodirctl users erase USERNAME --reason TEXT`: the erasure of a person
+// (scope directory:erase), waited for until done unless --wait=false.
+func userErase(s *settings) *cobra.Command {
+	var (
+		reason  string
+		ifMatch int64
+		key     string
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "erase USERNAME",
+		Short: "Erase a person: every trace of the user, in every table, the activity and Keycloak (docs/erasure.md)",
+		Example: `  ssodirctl users erase jdoe --reason "GDPR request, ticket 4411"
+  ssodirctl users erase jdoe --reason "..." --wait=false`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if reason == "" {
+				return usagef("--reason is required: why the person is erased (it must not name them)")
+			}
+			t, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var opts []client.Option
+			if ifMatch > 0 {
+				opts = append(opts, client.IfMatch(ifMatch))
+			}
+			if key != "" {
+				opts = append(opts, client.IdempotencyKey(key))
+			}
+			e, err := t.EraseUser(cmd.Context(), args[0], reason, opts...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.io.out, "erasure %s of %s accepted\n", e.ErasureID, args[0])
+			if !wait {
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			done, err := t.WaitErasure(ctx, e.ErasureID, time.Second)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.io.out, "erasure %s done at %s\n", done.ErasureID, deref(done.CompletedAt))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the person is erased (kept in the erasure ledger; must not name them)")
+	cmd.Flags().Int64Var(&ifMatch, "if-match", 0, "only if the user's version is this one (else exit 4)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key has its effect once")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the erasure is done")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	return cmd
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,638 @@
+package erasure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
+	"github.com/ssodir/ssodir/internal/projections"
+	"github.com/ssodir/ssodir/internal/streams"
+)
+
+// DefaultSettle is how long after its first pass an erasure sweeps the read side again:
+// longer than the filter's TTL (DefaultFilterTTL) plus the time a record takes from its
+// filter check to its write, so that a record of the erased user read before the erasure
+// and applied after the first pass is swept by the second (docs/erasure.md).
+const DefaultSettle = 30 * time.Second
+
+// Consumers are the stream consumers whose dead letters an erasure visits.
+var Consumers = []string{"projector", "keycloak-sync"}
+
+// TenantRows reads tenant rows.
+type TenantRows interface {
+	Get(ctx context.Context, system, tenant string) (dynamo.Tenant, error)
+}
+
+// Options configure an Eraser.
+type Options struct {
+	// Settle is the wait between the two passes (0: DefaultSettle).
+	Settle time.Duration
+	// Filter, when set, forgets a tenant's cached ids as soon as an erasure adds some.
+	Filter *Filter
+	Log    *zap.Logger
+	Now    func() time.Time
+}
+
+// Eraser carries erasures out: the projector runs it on each user.erased record, and the
+// re-application of the ledger to restored tables runs its passes at once.
+type Eraser struct {
+	db      DB
+	names   dynamo.Names
+	tenants TenantRows
+	ledger  *Ledger
+	reg     *events.Registry
+	opts    Options
+}
+
+// NewEraser is an Eraser over the tables named by names.
+func NewEraser(db DB, names dynamo.Names, tenants TenantRows, reg *events.Registry, opts Options) *Eraser {
+	if opts.Settle <= 0 {
+		opts.Settle = DefaultSettle
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	l := NewLedger(db, names)
+	l.now = opts.Now
+	return &Eraser{db: db, names: names, tenants: tenants, ledger: l, reg: reg, opts: opts}
+}
+
+// Ledger is the eraser's ledger.
+func (x *Eraser) Ledger() *Ledger { return x.ledger }
+
+// Step does what is due of the erasure a user.erased record asks for: the first pass
+// (everything), or, once Settle has passed since it, the second (the read side again,
+// then the write model's tombstone). again is when to call it again (zero: nothing left
+// for this process; the Keycloak sync completes its own place).
+func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.UserErased) (again time.Time, err error) {
+	entry, err := x.ledger.Get(ctx, system, tenant, e.ErasureID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if entry.Places[commands.PlaceWriteModel] == dynamo.ErasureStatusDone {
+		return time.Time{}, nil
+	}
+	row, err := x.tenants.Get(ctx, system, tenant)
+	if err != nil {
+		return time.Time{}, err
+	}
+	username := e.User.Username
+	if entry.SweptAt == "" {
+		subj := NewSubject(username, e.PreviousID)
+		groups, err := x.FirstPass(ctx, row, subj, e.ErasureID, e.Groups)
+		if err != nil {
+			return time.Time{}, err
+		}
+		now := x.opts.Now()
+		if err := x.ledger.Swept(ctx, system, tenant, e.ErasureID, now, groups); err != nil {
+			return time.Time{}, err
+		}
+		x.opts.Log.Info("erasure: first pass done", zap.String("tenant", system+"/"+tenant), zap.String("erasure_id", e.ErasureID))
+		return now.Add(x.opts.Settle), nil
+	}
+	swept, err := dynamo.ParseTime(entry.SweptAt)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("erasure %s: swept_at: %w", e.ErasureID, err)
+	}
+	if due := swept.Add(x.opts.Settle); x.opts.Now().Before(due) {
+		return due, nil
+	}
+	if err := x.SecondPass(ctx, row, NewSubject(username), e.ErasureID, entry.PendingGroups); err != nil {
+		return time.Time{}, err
+	}
+	x.opts.Log.Info("erasure: second pass done", zap.String("tenant", system+"/"+tenant), zap.String("erasure_id", e.ErasureID))
+	return time.Time{}, nil
+}
+
+// FirstPass erases the subject from every table but the write model's `config`
+// tombstone, which holds the name until the second pass: it returns the keys of the
+// groups it found the person in. It adds the ids it finds to the ledger.
+func (x *Eraser) FirstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) ([]string, error) {
+	return x.firstPass(ctx, row, subj, erasureID, groups, true)
+}
+
+// firstPass is FirstPass; shared says whether the tables every tenant shares
+// (Idempotency-Key records, dead letters, sync status) are swept too: not when the ledger
+// is re-applied to restored tables, where they may hold a later user of the same name.
+func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) ([]string, error) {
+	found := map[string]bool{}
+	for _, g := range groups {
+		found[g] = true
+	}
+	emails, exts, err := x.readUserPartition(ctx, row.CommandsTable, subj, found)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.ledger.AddIDHashes(ctx, row.SystemID, row.TenantID, erasureID, subj.IDHashes()); err != nil {
+		return nil, err
+	}
+	if x.opts.Filter != nil {
+		x.opts.Filter.Forget(row.SystemID, row.TenantID)
+	}
+	if err := x.rewriteGroups(ctx, row.CommandsTable, subj, found); err != nil {
+		return nil, err
+	}
+	if err := x.deleteGuardsAndLookups(ctx, row.CommandsTable, subj, emails, exts); err != nil {
+		return nil, err
+	}
+	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), func(sk string) bool { return sk != dynamo.SKConfig }); err != nil {
+		return nil, err
+	}
+	if err := x.markDone(ctx, row, erasureID); err != nil {
+		return nil, err
+	}
+	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
+		return nil, err
+	}
+	if !shared {
+		return sortedKeys(found), nil
+	}
+	if err := x.sweepIdempotency(ctx, row, subj); err != nil {
+		return nil, err
+	}
+	if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceIdempotency); err != nil {
+		return nil, err
+	}
+	if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
+		return nil, err
+	}
+	if err := x.scrubSyncStatus(ctx, row, subj); err != nil {
+		return nil, err
+	}
+	if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceSyncStatus); err != nil {
+		return nil, err
+	}
+	return sortedKeys(found), nil
+}
+
+// markDone is a hook for places done mid-pass (none yet: each is marked when its last
+// sweep is).
+func (x *Eraser) markDone(context.Context, dynamo.Tenant, string) error { return nil }
+
+// SecondPass sweeps the read side and the dead letters again (records of the user read
+// before the erasure may have been applied, or dead-lettered, since the first pass), then
+// removes the write model's tombstone, which frees the name, and marks those places done.
+func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) error {
+	return x.secondPass(ctx, row, subj, erasureID, groups, true)
+}
+
+func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) error {
+	found := map[string]bool{}
+	for _, g := range groups {
+		found[g] = true
+	}
+	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
+		return err
+	}
+	if shared {
+		if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
+			return err
+		}
+	}
+	// The tombstone goes only if it is still this erasure's (a later incarnation's state
+	// is not this erasure's business). The rest of the partition went in the first pass;
+	// anything written there since belongs to nobody else either (the name was blocked).
+	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
+		return err
+	}
+	return x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID,
+		commands.PlaceWriteModel, commands.PlaceReadModel, commands.PlaceActivities, commands.PlaceDeadLetters)
+}
+
+// readUserPartition reads every item of the user's write-model partition: the ids,
+// emails, values and external ids of every incarnation, and the groups of its pointers.
+func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subject, groups map[string]bool) (emails, exts map[string]bool, err error) {
+	emails, exts = map[string]bool{}, map[string]bool{}
+	note := func(u events.User) {
+		subj.AddUser(u)
+		if u.Email != "" {
+			emails[u.Email] = true
+		}
+		if ext := identity.ExternalID(u.Attributes); ext != "" {
+			exts[ext] = true
+		}
+	}
+	err = x.query(ctx, table, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
+		sk := attrS(it, "sk")
+		switch {
+		case sk == dynamo.SKConfig:
+			subj.AddID(attrS(it, "user_id"))
+			if e := attrS(it, "email"); e != "" {
+				emails[e] = true
+			}
+		case dynamo.IsHistorySK(sk):
+			env, err := dynamo.DecodeRecord(x.reg, it)
+			if err != nil {
+				return err
+			}
+			if u, ok := events.UserState(env.Payload); ok {
+				note(u)
+			}
+			switch p := env.Payload.(type) {
+			case *events.UserDeleted:
+				subj.AddID(p.PreviousID)
+				addAll(groups, p.Groups)
+			case *events.UserErased:
+				subj.AddID(p.PreviousID)
+				addAll(groups, p.Groups)
+			}
+		case strings.HasPrefix(sk, "group#"):
+			groups[strings.TrimPrefix(sk, "group#")] = true
+		}
+		return nil
+	})
+	return emails, exts, err
+}
+
+func addAll(set map[string]bool, keys []string) {
+	for _, k := range keys {
+		set[k] = true
+	}
+}
+
+// rewriteGroups scans the write table for the group history records that name the
+// person (rewritten: an erased member) and the memberships of the person (deleted).
+// Group histories have no index by member, so this is one Scan of the tenant's write
+// table: the cost docs/erasure.md states.
+func (x *Eraser) rewriteGroups(ctx context.Context, table string, subj *Subject, groups map[string]bool) error {
+	in := &dynamodb.ScanInput{
+		TableName:                aws.String(table),
+		FilterExpression:         aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND contains(#d, :q)) OR sk = :m"),
+		ExpressionAttributeNames: map[string]string{"#d": "data"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	var memberships []map[string]types.AttributeValue
+	for {
+		page, err := x.db.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("scan %s for the groups naming an erased user: %w", table, dynamo.Translate(err))
+		}
+		for _, it := range page.Items {
+			id, sk := attrS(it, "id"), attrS(it, "sk")
+			groups[strings.TrimPrefix(id, "group#")] = true
+			if sk == dynamo.MemberSK(subj.Username) {
+				memberships = append(memberships, map[string]types.AttributeValue{"id": s(id), "sk": s(sk)})
+				continue
+			}
+			out, changed, err := RewriteHistoryItem(x.reg, it, subj)
+			if err != nil {
+				return fmt.Errorf("rewrite %s/%s: %w", id, sk, err)
+			}
+			if !changed {
+				continue
+			}
+			_, err = x.db.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: aws.String(table), Item: out, ConditionExpression: aws.String("attribute_exists(id)"),
+			})
+			if err != nil && !sdkerr.ConditionFailed(err) {
+				return fmt.Errorf("rewrite %s/%s: %w", id, sk, dynamo.Translate(err))
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	return x.batchDelete(ctx, table, memberships)
+}
+
+// deleteGuardsAndLookups removes the email guards still held by the username, and the
+// lookup items of every incarnation.
+func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj *Subject, emails, exts map[string]bool) error {
+	for e := range emails {
+		_, err := x.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(table), Key: dynamo.EmailGuardKey(e),
+			ConditionExpression:       aws.String("username = :u"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":u": s(subj.Username)},
+		})
+		if err != nil && !sdkerr.ConditionFailed(err) {
+			return fmt.Errorf("delete an email guard: %w", dynamo.Translate(err))
+		}
+	}
+	var keys []map[string]types.AttributeValue
+	for id := range subj.IDs {
+		keys = append(keys, dynamo.LookupKey(events.KindUser, commands.LookupByID, id, id))
+		for ext := range exts {
+			keys = append(keys, dynamo.LookupKey(events.KindUser, commands.LookupByExternalID, ext, id))
+		}
+	}
+	return x.batchDelete(ctx, table, keys)
+}
+
+// readTables are the tenant's read and activity tables of every generation that may
+// still exist: the current one, the one a replay builds, and older ones a replay kept.
+func readTables(row dynamo.Tenant, names dynamo.Names) (users, activities []string) {
+	// A negative generation: only the tables the row names (restored tables).
+	for gen := 0; gen <= row.Generation; gen++ {
+		users = append(users, names.Users(row.SystemID, row.TenantID, gen))
+		activities = append(activities, names.Activities(row.SystemID, row.TenantID, gen))
+	}
+	for _, t := range []string{row.UsersTable, row.NextUsersTable} {
+		if t != "" && !slices.Contains(users, t) {
+			users = append(users, t)
+		}
+	}
+	for _, t := range []string{row.ActivitiesTable, row.NextActivitiesTable} {
+		if t != "" && !slices.Contains(activities, t) {
+			activities = append(activities, t)
+		}
+	}
+	return users, activities
+}
+
+// sweepReadSide deletes the person's items from every read and activity table: the
+// user's partitions (view, group pointers, own feed), the memberships in the groups, and
+// rewrites the group feeds' items that name them.
+func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Subject, groups map[string]bool) error {
+	users, activities := readTables(row, x.names)
+	for _, t := range users {
+		err := x.query(ctx, t, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
+			if sk := attrS(it, "sk"); strings.HasPrefix(sk, "group#") {
+				groups[strings.TrimPrefix(sk, "group#")] = true
+			}
+			return nil
+		})
+		if missing(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := x.deletePartition(ctx, t, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
+			return err
+		}
+		var keys []map[string]types.AttributeValue
+		for g := range groups {
+			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(subj.Username))})
+		}
+		if err := x.batchDelete(ctx, t, keys); err != nil {
+			return err
+		}
+	}
+	for _, t := range activities {
+		err := x.deletePartition(ctx, t, "pk", projections.EntityPK("user:"+subj.Username), func(string) bool { return true })
+		if missing(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for g := range groups {
+			if err := x.rewriteFeed(ctx, t, projections.EntityPK("group:"+g), subj); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rewriteFeed rewrites the items of one group's feed whose change set names the person.
+func (x *Eraser) rewriteFeed(ctx context.Context, table, pk string, subj *Subject) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		FilterExpression:          aws.String("contains(changes, :q)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":q": s(`"` + subj.Username + `"`)},
+	}
+	for {
+		page, err := x.db.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("read feed %s: %w", table, dynamo.Translate(err))
+		}
+		for _, it := range page.Items {
+			ch, changed, err := rewriteChangesJSON(attrS(it, "changes"), subj)
+			if err != nil {
+				return err
+			}
+			if !changed {
+				continue
+			}
+			_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]},
+				UpdateExpression:          aws.String("SET changes = :c"),
+				ConditionExpression:       aws.String("attribute_exists(pk)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":c": s(ch)},
+			})
+			if err != nil && !sdkerr.ConditionFailed(err) {
+				return fmt.Errorf("rewrite a feed item: %w", dynamo.Translate(err))
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// sweepIdempotency deletes the tenant's Idempotency-Key records of requests on the user
+// (their `agg_key` is the username). The table has no index by tenant: one Scan of a
+// table whose records live 24 h.
+func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
+	table := x.names.Idempotency()
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(table),
+		FilterExpression:          aws.String("begins_with(#k, :p) AND agg_key = :u AND kind = :kind"),
+		ExpressionAttributeNames:  map[string]string{"#k": "key"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(row.SystemID + "/" + row.TenantID + "/"), ":u": s(subj.Username), ":kind": s(string(events.KindUser))},
+		ProjectionExpression:      aws.String("#k"),
+	}
+	var keys []map[string]types.AttributeValue
+	for {
+		page, err := x.db.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", table, dynamo.Translate(err))
+		}
+		keys = append(keys, page.Items...)
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	return x.batchDelete(ctx, table, keys)
+}
+
+// sweepDeadLetters deletes the dead letters of the user's aggregate and rewrites those
+// that name the person as a group's member, with their reasons scrubbed.
+func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
+	agg := dynamo.UserID(subj.Username)
+	for _, c := range Consumers {
+		dls := streams.NewDeadLetters(x.db, x.names.DeadLetters(), c)
+		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *streams.DeadLetter) (bool, bool, error) {
+			if dl.Aggregate == agg && !isErasureRecord(dl.Record) {
+				return true, false, nil
+			}
+			changed := false
+			for _, img := range []*map[string]types.AttributeValue{&dl.Record.NewImage, &dl.Record.OldImage} {
+				if *img == nil || !dynamo.IsHistorySK(attrS(*img, "sk")) {
+					continue
+				}
+				out, ch, err := RewriteHistoryItem(x.reg, *img, subj)
+				if err != nil {
+					return false, false, err
+				}
+				if ch {
+					*img, changed = out, true
+				}
+			}
+			if r := subj.ScrubText(dl.Reason); r != dl.Reason {
+				dl.Reason, changed = r, true
+			}
+			return false, changed, nil
+		})
+		if missing(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("dead letters of %s: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// scrubSyncStatus scrubs the tenant's Keycloak sync status row: its last error and the
+// reason its realm was parked are messages that may name the user.
+func (x *Eraser) scrubSyncStatus(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
+	table := x.names.KeycloakSyncStatus()
+	k := map[string]types.AttributeValue{"system_id": s(row.SystemID), "tenant_id": s(row.TenantID)}
+	out, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: k, ConsistentRead: aws.Bool(true)})
+	if missing(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the sync status: %w", dynamo.Translate(err))
+	}
+	names := map[string]string{}
+	vals := map[string]types.AttributeValue{}
+	var sets []string
+	for attr, v := range out.Item {
+		sv, ok := v.(*types.AttributeValueMemberS)
+		if !ok || attr == "system_id" || attr == "tenant_id" {
+			continue
+		}
+		if scrubbed := subj.ScrubText(sv.Value); scrubbed != sv.Value {
+			n := fmt.Sprintf("#a%d", len(sets))
+			names[n] = attr
+			vals[":"+n[1:]] = s(scrubbed)
+			sets = append(sets, n+" = :"+n[1:])
+		}
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: k, UpdateExpression: aws.String("SET " + strings.Join(sets, ", ")),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+	})
+	if err != nil {
+		return fmt.Errorf("scrub the sync status: %w", dynamo.Translate(err))
+	}
+	return nil
+}
+
+// query pages through one partition, consistently.
+func (x *Eraser) query(ctx context.Context, table, pkName, pk string, fn func(map[string]types.AttributeValue) error) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": pkName},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		page, err := x.db.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
+		}
+		for _, it := range page.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// deletePartition deletes the items of one partition whose sort key keep says.
+func (x *Eraser) deletePartition(ctx context.Context, table, pkName, pk string, del func(sk string) bool) error {
+	skName := "sk"
+	var keys []map[string]types.AttributeValue
+	err := x.query(ctx, table, pkName, pk, func(it map[string]types.AttributeValue) error {
+		if del(attrS(it, skName)) {
+			keys = append(keys, map[string]types.AttributeValue{pkName: it[pkName], skName: it[skName]})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return x.batchDelete(ctx, table, keys)
+}
+
+// batchDelete deletes keys in batches of 25, until none is left unprocessed.
+func (x *Eraser) batchDelete(ctx context.Context, table string, keys []map[string]types.AttributeValue) error {
+	for chunk := range slices.Chunk(keys, 25) {
+		reqs := make([]types.WriteRequest, 0, len(chunk))
+		for _, k := range chunk {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
+		}
+		pending := map[string][]types.WriteRequest{table: reqs}
+		for attempt := 0; len(pending[table]) > 0; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
+				}
+			}
+			out, err := x.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+			if err != nil {
+				return fmt.Errorf("delete from %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
+			}
+			pending = out.UnprocessedItems
+		}
+	}
+	return nil
+}
+
+// errMissing marks an error of a table that is not there (a generation a replay dropped).
+var errMissing = errors.New("table missing")
+
+func missingErr(err error) error {
+	if sdkerr.ResourceNotFound(err) {
+		return errMissing
+	}
+	return nil
+}
+
+func missing(err error) bool {
+	return err != nil && (errors.Is(err, errMissing) || sdkerr.ResourceNotFound(err))
+}
+
+// isErasureRecord reports whether a record is a user.erased record: its dead letter (held
+// behind an earlier dead letter of the user) is what re-driving carries the erasure out
+// with, so it stays; it names the username only, and goes when it is re-driven.
+func isErasureRecord(rec streams.Record) bool {
+	return attrS(rec.NewImage, "event_type") == string(events.UserErasedType)
+}

@@ -1,0 +1,150 @@
+package erasure
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
+)
+
+// Restored names the tables a restore brought back (point-in-time recovery restores into
+// new tables): all three, or none for tables restored under the tenant's current names.
+type Restored struct {
+	CommandsTable, UsersTable, ActivitiesTable string
+}
+
+// ReapplyResult says what a re-application found.
+type ReapplyResult struct {
+	// Erasures is how many ledger entries the tenant has; Users how many erased users the
+	// restored write table held again (and were erased again).
+	Erasures, Users int
+}
+
+// Reapply erases again, from restored tables, every user the tenant's ledger has erased
+// (docs/erasure.md, "Backups"): it finds them by the hashes of their ids, which every
+// incarnation's records carry, so a user created later under the same name is left alone.
+// Nothing streams into restored tables, so both passes run at once.
+func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored) (ReapplyResult, error) {
+	set := 0
+	for _, n := range []string{r.CommandsTable, r.UsersTable, r.ActivitiesTable} {
+		if n != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		// Half the tables restored and half live would sweep live tables by name, where a
+		// later user may have taken the erased one.
+		return ReapplyResult{}, apperr.Invalid("name all three restored tables (commands, users, activities), or none")
+	}
+	row, err := x.tenants.Get(ctx, system, tenant)
+	if err != nil {
+		return ReapplyResult{}, err
+	}
+	if r.CommandsTable != "" {
+		row.CommandsTable = r.CommandsTable
+	}
+	if r.UsersTable != "" {
+		row.UsersTable, row.NextUsersTable = r.UsersTable, ""
+	}
+	if r.ActivitiesTable != "" {
+		row.ActivitiesTable, row.NextActivitiesTable = r.ActivitiesTable, ""
+	}
+	if r.UsersTable != "" || r.ActivitiesTable != "" {
+		// Restored into new tables: only those are swept, never the live ones, where a
+		// later user may have taken the erased name.
+		row.Generation = -1
+	}
+	entries, err := x.ledger.List(ctx, system, tenant)
+	if err != nil {
+		return ReapplyResult{}, err
+	}
+	res := ReapplyResult{Erasures: len(entries)}
+	byHash := map[string]string{} // id hash → erasure id
+	for _, e := range entries {
+		for _, h := range e.IDHashes {
+			byHash[h] = e.ErasureID
+		}
+	}
+	if len(byHash) == 0 {
+		return res, nil
+	}
+	found, err := x.erasedUsernames(ctx, row.CommandsTable, byHash)
+	if err != nil {
+		return res, err
+	}
+	for username, erasureID := range found {
+		subj := NewSubject(username)
+		// The tables every tenant shares were swept by the erasure itself and are not
+		// restored with a tenant; they may hold a later user of the same name.
+		groups, err := x.firstPass(ctx, row, subj, erasureID, nil, false)
+		if err != nil {
+			return res, err
+		}
+		if err := x.secondPass(ctx, row, subj, erasureID, groups, false); err != nil {
+			return res, err
+		}
+		res.Users++
+	}
+	return res, nil
+}
+
+// erasedUsernames scans a write table for the user partitions whose records carry an
+// erased id: username → the erasure that erased it.
+func (x *Eraser) erasedUsernames(ctx context.Context, table string, byHash map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(table),
+		FilterExpression:          aws.String("begins_with(id, :u)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": s("user#")},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		page, err := x.db.Scan(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", table, dynamo.Translate(err))
+		}
+		for _, it := range page.Items {
+			username := strings.TrimPrefix(attrS(it, "id"), "user#")
+			var ids []string
+			sk := attrS(it, "sk")
+			switch {
+			case sk == dynamo.SKConfig:
+				ids = append(ids, attrS(it, "user_id"))
+			case dynamo.IsHistorySK(sk):
+				env, err := dynamo.DecodeRecord(x.reg, it)
+				if err != nil {
+					return nil, err
+				}
+				if u, ok := events.UserState(env.Payload); ok {
+					ids = append(ids, u.ID)
+				}
+				switch p := env.Payload.(type) {
+				case *events.UserDeleted:
+					ids = append(ids, p.PreviousID)
+				case *events.UserErased:
+					ids = append(ids, p.PreviousID)
+				}
+			}
+			for _, id := range ids {
+				if id == "" {
+					continue
+				}
+				if e, ok := byHash[identity.ErasedIDHash(id)]; ok {
+					out[username] = e
+				}
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
