@@ -57,6 +57,9 @@ type Tenant struct {
 const (
 	TenantProvisioning = "provisioning"
 	TenantActive       = "active"
+	// TenantDropping is a provisioning being undone (the table quota was reached): the
+	// tenant will be gone.
+	TenantDropping = "dropping"
 )
 
 // KeycloakSettings are a tenant's Keycloak settings. ClientSecret is only ever sent.

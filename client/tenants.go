@@ -55,6 +55,9 @@ func (c *Client) WaitTenantActive(ctx context.Context, system, tenant string, in
 		if err == nil && t.Status == TenantActive {
 			return t, nil
 		}
+		if err == nil && t.Status == TenantDropping {
+			return nil, fmt.Errorf("tenant %s/%s is being dropped (its provisioning was undone at the table quota); provision it again", system, tenant)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("wait for tenant %s/%s to be active: %w", system, tenant, ctx.Err())

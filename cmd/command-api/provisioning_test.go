@@ -369,7 +369,7 @@ func TestATenantBeingDroppedIsNeverFinished(t *testing.T) {
 	// Whatever happened, the tenant can be provisioned and used once the quota allows.
 	held.setQuota(0)
 	if r := dropper.do(t, "POST", "/v1/systems/acme/tenants", map[string]any{"tenant_id": id}); r.status != http.StatusCreated && r.status != http.StatusOK {
-		t.Fatalf("provisioning again: %s", r)
+		t.Fatalf("provisioning again: %s\n%s", r, dropper.logs.String())
 	}
 	dropper.do(t, "POST", "/v1/systems/acme/tenants/"+id+"/users", map[string]any{"username": "x"}).want(t, http.StatusCreated)
 }

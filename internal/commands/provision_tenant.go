@@ -44,11 +44,11 @@ type TenantStore interface {
 	CreateTables(ctx context.Context, system, tenant string) error
 	// EnsureTables creates the tenant's tables if missing and waits until they are ready.
 	EnsureTables(ctx context.Context, system, tenant string) error
-	// DropTenant deletes the tables and the row of a tenant still provisioning (or already
-	// dropping): it first moves the row to TenantDropping, conditionally, so that no
+	// DropTenant deletes the tables and the row of the incarnation of a tenant created at
+	// createdAt that is still provisioning (or already dropping): it first moves the row to TenantDropping, conditionally, so that no
 	// process finishes it any more; it returns ErrVersionConflict when the tenant became
 	// active first.
-	DropTenant(ctx context.Context, system, tenant string) error
+	DropTenant(ctx context.Context, system, tenant string, createdAt time.Time) error
 	// ProvisioningTenants lists the tenants still provisioning or dropping.
 	ProvisioningTenants(ctx context.Context) ([]TenantRecord, error)
 }
@@ -178,7 +178,7 @@ func (h ProvisionTenantHandler) undoOnQuota(ctx context.Context, rec TenantRecor
 	if apperr.CodeOf(err) != apperr.CodeTableQuotaExceeded {
 		return err
 	}
-	if derr := h.store.DropTenant(ctx, rec.System, rec.ID); derr != nil && !errors.Is(derr, ErrVersionConflict) {
+	if derr := h.store.DropTenant(ctx, rec.System, rec.ID, rec.CreatedAt); derr != nil && !errors.Is(derr, ErrVersionConflict) {
 		// The row stays provisioning: a retry, or the command API's resumption, tries again.
 		return errors.Join(err, derr)
 	}
@@ -225,7 +225,7 @@ func (h ProvisionTenantHandler) Finish(ctx context.Context, rec TenantRecord) (T
 // drop completes the drop of a tenant another process began to drop, and answers that the
 // tenant is not provisioned.
 func (h ProvisionTenantHandler) drop(ctx context.Context, rec TenantRecord) error {
-	if err := h.store.DropTenant(ctx, rec.System, rec.ID); err != nil && !errors.Is(err, ErrVersionConflict) {
+	if err := h.store.DropTenant(ctx, rec.System, rec.ID, rec.CreatedAt); err != nil && !errors.Is(err, ErrVersionConflict) {
 		return errors.Join(errDropping(), err)
 	}
 	return errDropping()

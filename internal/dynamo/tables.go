@@ -285,6 +285,13 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(spec.TTLAttr), Enabled: aws.Bool(true)},
 	})
 	if err != nil {
+		// Another process ensuring the same table (two command APIs finishing one
+		// provisioning) may have enabled it in between: DynamoDB then refuses ours.
+		if again, derr := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)}); derr == nil {
+			if d := again.TimeToLiveDescription; d != nil && (d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+				return nil
+			}
+		}
 		return fmt.Errorf("enable ttl on %s: %w", name, translate(err))
 	}
 	return nil

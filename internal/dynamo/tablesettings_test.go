@@ -200,7 +200,11 @@ func TestTenantTablesGetTheStagesSettingsAndDroppingTurnsDeletionProtectionOffFi
 		}
 	}
 
-	if err := store.DropTenant(ctx, "acme", "eu"); err != nil {
+	row, err := store.GetTenant(ctx, "acme", "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DropTenant(ctx, "acme", "eu", row.CreatedAt); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range tables {

@@ -168,22 +168,25 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 	return s.ensureMappings(ctx, system, tenant)
 }
 
-// DropTenant undoes a provisioning that cannot finish. It first moves the row from
-// provisioning to dropping, conditionally, so that no process finishes the tenant any more
-// (a finish writes on the row version this moves on); then it deletes the tenant's tables
-// (waiting out any still being created, and turning their deletion protection off on
-// purpose) and then the row, as long as it is still dropping. A tenant that became active
-// first is left alone (ErrVersionConflict); one already dropping is dropped again (a
-// drop interrupted by a stopped process is completed by the next).
-func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) error {
+// DropTenant undoes a provisioning that cannot finish: the incarnation of the tenant
+// created at createdAt (a tenant dropped and provisioned again is another one, never
+// touched). It first moves the row from provisioning to dropping, conditionally, so that no
+// process finishes the tenant any more (a finish writes on the row version this moves on);
+// then it deletes the tenant's tables (waiting out any still being created, and turning
+// their deletion protection off on purpose), checking before each that the row is still
+// this incarnation dropping, and then the row. A tenant that became active first, or was
+// provisioned again, is left alone (ErrVersionConflict); one already dropping is dropped
+// again (a drop interrupted by a stopped process is completed by the next).
+func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string, createdAt time.Time) error {
 	key := map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)}
+	created := str(FormatTime(createdAt))
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.names.Config()),
 		Key:                       key,
 		UpdateExpression:          aws.String("SET #st = :d, updated_at = :u, row_version = row_version + :one"),
-		ConditionExpression:       aws.String("#st IN (:p, :d)"),
+		ConditionExpression:       aws.String("#st IN (:p, :d) AND created_at = :c"),
 		ExpressionAttributeNames:  map[string]string{"#st": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(TenantProvisioning), ":d": str(TenantDropping), ":u": str(FormatTime(time.Now())), ":one": num(1)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(TenantProvisioning), ":d": str(TenantDropping), ":u": str(FormatTime(time.Now())), ":one": num(1), ":c": created},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -195,10 +198,20 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) err
 	if err != nil {
 		return fmt.Errorf("mark tenant %s/%s dropping: %w", system, tenant, translate(err))
 	}
-	if err := s.removeMappings(ctx, system, tenant); err != nil {
-		return err
-	}
 	for _, spec := range s.tableSpecs(system, tenant) {
+		// DeleteTable has no condition: make sure, right before it, that the tables are
+		// still this incarnation's (another process may have finished the drop and the
+		// tenant been provisioned again meanwhile).
+		row, err := s.tenants.Get(ctx, system, tenant)
+		if apperr.KindOf(err) == apperr.KindNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if row.Status != TenantDropping || row.CreatedAt != FormatTime(createdAt) {
+			return nil
+		}
 		if err := DeleteTableSettled(ctx, s.db, aws.ToString(spec.Input.TableName)); err != nil {
 			return err
 		}
@@ -206,9 +219,9 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string) err
 	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.names.Config()),
 		Key:                       key,
-		ConditionExpression:       aws.String("#st = :d"),
+		ConditionExpression:       aws.String("#st = :d AND created_at = :c"),
 		ExpressionAttributeNames:  map[string]string{"#st": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":d": str(TenantDropping)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d": str(TenantDropping), ":c": created},
 	})
 	if errors.As(err, &ccf) {
 		return nil // dropped by another process meanwhile
