@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -11,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/esm/esmtest"
 	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
 )
 
@@ -115,9 +121,73 @@ func TestReconcileAgainstASlowRealmWhileCommandsArrive(t *testing.T) {
 }
 
 // TestEventPathKeepsOrderAcrossLeaseMoves updates one user ten times while Keycloak answers
-// PUTs slowly and the stream lease moves between keycloak-sync processes (one killed, one
-// started): Keycloak must end at the last version, and stay there.
+// PUTs slowly and the consumer is interrupted: Keycloak must end at the last version, and
+// stay there. It runs in both modes: long-running keycloak-sync processes between which the
+// stream lease moves (one killed, one stopped and another started), and the keycloak-sync
+// function under the Runtime Interface Emulator fed by an ESM player, its environment
+// killed mid-batch and cold-started by the next retry.
 func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
+	t.Run("long-running", func(t *testing.T) {
+		syncVars := []string{"SSO_STREAM_LEASE=3s", "SSO_RECONCILE_INTERVAL=1h"}
+		var first, second *service
+		keycloakSyncKeepsOrder(t, orderRun{
+			start: func(e *env) { first = e.start("keycloak-sync", syncVars...) },
+			slow:  func(e *env) { second = e.start("keycloak-sync", syncVars...) },
+			after: func(e *env, i int) {
+				switch i {
+				case 4:
+					first.kill()
+				case 7:
+					second.stop(t)
+					e.start("keycloak-sync", syncVars...)
+				}
+			},
+		})
+	})
+	t.Run("lambda", func(t *testing.T) {
+		var (
+			fn *function
+			p  *esmtest.Player
+		)
+		keycloakSyncKeepsOrder(t, orderRun{
+			start: func(e *env) {
+				fn = e.startFunction("keycloak-sync", "SSO_SECRET_KEY="+e.key)
+				table := dynamo.Names{Prefix: e.prefix}.Commands("kc", "t1")
+				out, err := e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p = &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: fn.stream}
+				playUntilCleanup(t, p, "kc/t1")
+			},
+			after: func(_ *env, i int) {
+				if i == 4 {
+					fn.kill()
+				}
+			},
+			settled: func() {
+				if f := p.Failures(); len(f) != 0 {
+					t.Errorf("batches given up to the failure destination: %+v", f)
+				}
+				// The scheduled reconcile round and re-drive answer.
+				fn.task(t, "reconcile")
+				fn.task(t, "redrive-dead-letters")
+			},
+		})
+	})
+}
+
+// orderRun is how keycloakSyncKeepsOrder runs the consumer: start once the tenant is
+// provisioned, slow once Keycloak's PUTs are slow, after each of the ten updates, and
+// settled at the end (each may be nil).
+type orderRun struct {
+	start, slow func(e *env)
+	after       func(e *env, i int)
+	settled     func()
+}
+
+// keycloakSyncKeepsOrder is TestEventPathKeepsOrderAcrossLeaseMoves with run's consumer.
+func keycloakSyncKeepsOrder(t *testing.T, run orderRun) {
 	kc := keycloaktest.NewServer(t, keycloaktest.Config{})
 	kc.AddRealm(realm, "ssodir-sync", "sync-secret")
 	if err := kc.SetUnmanagedAttributes(realm, true); err != nil {
@@ -126,13 +196,12 @@ func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
 	e := newEnv(t)
 	api := e.start("command-api")
 	e.start("projector")
-	syncVars := []string{"SSO_STREAM_LEASE=3s", "SSO_RECONCILE_INTERVAL=1h"}
-	first := e.start("keycloak-sync", syncVars...)
 	r := call(t, "POST", "http://"+api.addr+"/v1/systems/kc/tenants", map[string]any{"tenant_id": "t1",
 		"keycloak": map[string]any{"url": kc.URL(), "realm": realm, "client_id": "ssodir-sync", "client_secret": "sync-secret"}})
 	if r.status != 201 {
 		t.Fatalf("provision: %d %s", r.status, r.body)
 	}
+	run.start(e)
 	base := "http://" + api.addr + "/v1/systems/kc/tenants/t1"
 	mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": "mover", "email": "mover@example.com"}), 201)
 	eventually(t, 60*time.Second, "mover in the realm", func() (bool, string) {
@@ -140,7 +209,9 @@ func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
 		return ok, ""
 	})
 	kc.Inject(keycloaktest.Fault{Method: "PUT", PathPrefix: keycloaktest.AdminPath(realm, "/users/"), Times: 100000, Delay: 700 * time.Millisecond})
-	second := e.start("keycloak-sync", syncVars...)
+	if run.slow != nil {
+		run.slow(e)
+	}
 	var last int
 	for i := 1; i <= 10; i++ {
 		r := call(t, "PATCH", base+"/users/mover", map[string]any{"first_name": fmt.Sprintf("v%d", i)})
@@ -148,12 +219,8 @@ func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
 		var u struct{ Version int }
 		r.json(t, &u)
 		last = u.Version
-		switch i {
-		case 4:
-			first.kill()
-		case 7:
-			second.stop(t)
-			e.start("keycloak-sync", syncVars...)
+		if run.after != nil {
+			run.after(e, i)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -163,11 +230,14 @@ func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
 		return ok && u.FirstName == "v10" && len(v) == 1 && v[0] == strconv.Itoa(last),
 			fmt.Sprintf("first name %q, ssodir_version %v (want v10, %d)", u.FirstName, v, last)
 	}
-	eventually(t, 90*time.Second, "Keycloak at the last version", atLast)
+	eventually(t, 120*time.Second, "Keycloak at the last version", atLast)
 	// Nothing older lands afterwards (a zombie's slow PUT, a redelivery after the move).
 	time.Sleep(3 * time.Second)
 	if ok, why := atLast(); !ok {
 		t.Fatalf("after settling: %s", why)
+	}
+	if run.settled != nil {
+		run.settled()
 	}
 }
 

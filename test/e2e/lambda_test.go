@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +11,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm/esmtest"
-	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
 	"github.com/ssodir/ssodir/internal/mappings"
 	"github.com/ssodir/ssodir/internal/mappings/mappingstest"
 	"github.com/ssodir/ssodir/test/apitest"
@@ -74,9 +71,14 @@ func (s *lambdaStage) player(t *testing.T, system, tenant string) *esmtest.Playe
 }
 
 // play runs the projector's event source mapping over a tenant's stream until the test
-// ends, as ESM polls it: a drain of every shard, then a short pause.
+// ends.
 func (s *lambdaStage) play(t *testing.T, system, tenant string) {
-	p := s.player(t, system, tenant)
+	playUntilCleanup(t, s.player(t, system, tenant), system+"/"+tenant)
+}
+
+// playUntilCleanup plays p until the test ends, as ESM polls a stream: a drain of every
+// shard, then a short pause.
+func playUntilCleanup(t *testing.T, p *esmtest.Player, name string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -84,7 +86,7 @@ func (s *lambdaStage) play(t *testing.T, system, tenant string) {
 		defer close(done)
 		for ctx.Err() == nil {
 			if err := p.Drain(ctx); err != nil && ctx.Err() == nil {
-				t.Errorf("the mapping of %s/%s: %v", system, tenant, err)
+				t.Errorf("the mapping of %s: %v", name, err)
 				return
 			}
 			select {
@@ -322,83 +324,4 @@ func TestATenantsTablesDroppedInLambdaModeTakeTheirMappingsAlong(t *testing.T) {
 			t.Errorf("mapping of %s left after its tenant's tables were dropped", m.EventSourceArn)
 		}
 	}
-}
-
-// TestKeycloakSyncFunctionKeepsOrderThroughSlowPutsAndACrash is the event path's order test
-// in Lambda mode: one user updated ten times while Keycloak answers PUTs slowly, the
-// keycloak-sync function's environment killed mid-batch and cold-started by the next
-// retry; Keycloak ends at the last version and stays there.
-func TestKeycloakSyncFunctionKeepsOrderThroughSlowPutsAndACrash(t *testing.T) {
-	kc := keycloaktest.NewServer(t, keycloaktest.Config{})
-	kc.AddRealm(realm, "ssodir-sync", "sync-secret")
-	if err := kc.SetUnmanagedAttributes(realm, true); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t)
-	api := e.start("command-api")
-	fn := e.startFunction("keycloak-sync", "SSO_SECRET_KEY="+e.key)
-	r := call(t, "POST", "http://"+api.addr+"/v1/systems/kc/tenants", map[string]any{"tenant_id": "t1",
-		"keycloak": map[string]any{"url": kc.URL(), "realm": realm, "client_id": "ssodir-sync", "client_secret": "sync-secret"}})
-	mustStatus(t, r, 201)
-	base := "http://" + api.addr + "/v1/systems/kc/tenants/t1"
-	table := dynamo.Names{Prefix: e.prefix}.Commands("kc", "t1")
-	out, err := e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: fn.stream}
-	ctx, cancel := context.WithCancel(context.Background())
-	played := make(chan error, 1)
-	go func() {
-		for ctx.Err() == nil {
-			if err := p.Drain(ctx); err != nil && ctx.Err() == nil {
-				played <- err
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		played <- nil
-	}()
-	defer func() {
-		cancel()
-		if err := <-played; err != nil {
-			t.Error(err)
-		}
-	}()
-
-	mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": "mover", "email": "mover@example.com"}), 201)
-	eventually(t, 60*time.Second, "mover in the realm", func() (bool, string) {
-		_, ok := kc.UserByUsername(realm, "mover")
-		return ok, ""
-	})
-	kc.Inject(keycloaktest.Fault{Method: "PUT", PathPrefix: keycloaktest.AdminPath(realm, "/users/"), Times: 100000, Delay: 700 * time.Millisecond})
-	var last int
-	for i := 1; i <= 10; i++ {
-		r := call(t, "PATCH", base+"/users/mover", map[string]any{"first_name": fmt.Sprintf("v%d", i)})
-		mustStatus(t, r, 200)
-		var u struct{ Version int }
-		r.json(t, &u)
-		last = u.Version
-		if i == 4 {
-			fn.kill()
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	atLast := func() (bool, string) {
-		u, ok := kc.UserByUsername(realm, "mover")
-		v := u.Attributes["ssodir_version"]
-		return ok && u.FirstName == "v10" && len(v) == 1 && v[0] == strconv.Itoa(last),
-			fmt.Sprintf("first name %q, ssodir_version %v (want v10, %d)", u.FirstName, v, last)
-	}
-	eventually(t, 120*time.Second, "Keycloak at the last version", atLast)
-	time.Sleep(3 * time.Second)
-	if ok, why := atLast(); !ok {
-		t.Fatalf("after settling: %s", why)
-	}
-	if f := p.Failures(); len(f) != 0 {
-		t.Errorf("batches given up to the failure destination: %+v", f)
-	}
-	// The scheduled reconcile round and re-drive answer.
-	fn.task(t, "reconcile")
-	fn.task(t, "redrive-dead-letters")
 }
