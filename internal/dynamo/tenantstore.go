@@ -198,6 +198,11 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string, cre
 	if err != nil {
 		return fmt.Errorf("mark tenant %s/%s dropping: %w", system, tenant, translate(err))
 	}
+	// The mappings of every stream the command table had go first: a mapping whose stream
+	// is gone would only fail on AWS's side.
+	if err := s.removeMappings(ctx, system, tenant); err != nil {
+		return err
+	}
 	for _, spec := range s.tableSpecs(system, tenant) {
 		// DeleteTable has no condition: make sure, right before it, that the tables are
 		// still this incarnation's (another process may have finished the drop and the
