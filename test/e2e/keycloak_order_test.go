@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -12,10 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm/esmtest"
 	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
 )
@@ -152,12 +147,7 @@ func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
 		keycloakSyncKeepsOrder(t, orderRun{
 			start: func(e *env) {
 				fn = e.startFunction("keycloak-sync", "SSO_SECRET_KEY="+e.key)
-				table := dynamo.Names{Prefix: e.prefix}.Commands("kc", "t1")
-				out, err := e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p = &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: fn.stream}
+				p = streamPlayer(t, e, "kc", "t1", fn)
 				playUntilCleanup(t, p, "kc/t1")
 			},
 			after: func(_ *env, i int) {

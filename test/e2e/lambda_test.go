@@ -61,13 +61,18 @@ func newLambdaStage(t *testing.T) *lambdaStage {
 
 // player is the projector's event source mapping over the tenant's stream.
 func (s *lambdaStage) player(t *testing.T, system, tenant string) *esmtest.Player {
+	return streamPlayer(t, s.e, system, tenant, s.projector)
+}
+
+// streamPlayer is an event source mapping of fn over the tenant's current stream.
+func streamPlayer(t *testing.T, e *env, system, tenant string, fn *function) *esmtest.Player {
 	t.Helper()
-	table := dynamo.Names{Prefix: s.e.prefix}.Commands(system, tenant)
-	out, err := s.e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	table := dynamo.Names{Prefix: e.prefix}.Commands(system, tenant)
+	out, err := e.db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: s.projector.stream}
+	return &esmtest.Player{Streams: local.Streams(), StreamARN: aws.ToString(out.Table.LatestStreamArn), Invoke: fn.stream}
 }
 
 // play runs the projector's event source mapping over a tenant's stream until the test
