@@ -91,11 +91,17 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	}
 	defer func() { _ = log.Sync() }()
 
+	lambda := config.InLambda(env)
+	if lambda {
+		// A function is frozen between invocations: the scheduled task resume-provisioning
+		// finishes tenants left provisioning, not a background loop.
+		cfg.ProvisionResume = -1
+	}
 	e, err := newServer(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	if config.InLambda(env) {
+	if lambda {
 		return runLambda(ctx, cfg, log, e)
 	}
 	return process.HTTPService{Addr: cfg.Addr, Log: log, Echo: e, OnListen: h.onListen}.Run(ctx)

@@ -58,7 +58,8 @@ type Deps struct {
 	// of those a stopped process left (nil: context.Background, and no resumption).
 	Context context.Context
 	// ProvisionWait is how long POST /tenants waits for the tables before answering 202
-	// (0: 5s); ProvisionResume how often tenants left provisioning are looked for (0: 30s).
+	// (0: 5s); ProvisionResume how often tenants left provisioning are looked for (0: 30s;
+	// negative: never, as in Lambda mode, where a scheduled task looks).
 	ProvisionWait, ProvisionResume time.Duration
 }
 

@@ -122,7 +122,12 @@ func newProvisioner(d Deps) *provisioner {
 		return p
 	}
 	every := d.ProvisionResume
-	if every <= 0 {
+	switch {
+	case every < 0:
+		// Lambda mode: a frozen function runs no loop; the scheduled task
+		// resume-provisioning does this.
+		return p
+	case every == 0:
 		every = defaultProvisionResume
 	}
 	go p.resumeEvery(every)

@@ -160,12 +160,19 @@ func count(t *testing.T, db *dynamodb.Client, table string) int {
 // TestProjectorSurvivesKills drives thousands of commands through the command API while
 // the projector is killed mid-batch and started again; at the end the read tables equal a
 // fresh build from the command log, and the activity feed has exactly one item per event.
-// It runs in both modes: long-running projector processes killed with SIGKILL (two at once
-// part of the time), and the projector function under the Runtime Interface Emulator fed by
-// an ESM player, its environment killed every few seconds (lambda_test.go).
+// It runs in both modes, side by side: long-running projector processes killed with
+// SIGKILL (two at once part of the time), and the projector function under the Runtime
+// Interface Emulator fed by an ESM player, its environment killed every few seconds
+// (lambda_test.go; a thousand commands there, as each race-built environment takes one
+// request at a time).
 func TestProjectorSurvivesKills(t *testing.T) {
-	t.Run("long-running", projectorProcessesSurviveKills)
-	t.Run("lambda", projectorFunctionSurvivesKills)
+	t.Parallel()
+	for name, mode := range map[string]func(*testing.T){"long-running": projectorProcessesSurviveKills, "lambda": projectorFunctionSurvivesKills} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			mode(t)
+		})
+	}
 }
 
 func projectorProcessesSurviveKills(t *testing.T) {

@@ -177,6 +177,7 @@ func copyTable(t *testing.T, db *dynamodb.Client, spec dynamo.TableSpec, from st
 // no restored copy after the ledger is re-applied, no Keycloak state and no log holds any
 // canary in any form; the groups' histories still count their versions.
 func TestErasureLeavesNoCanary(t *testing.T) {
+	t.Parallel()
 	kc := keycloaktest.NewServer(t, keycloaktest.Config{TokenLifetime: 30 * time.Second})
 	kc.AddRealm(realm, "ssodir-sync", "sync-secret")
 	if err := kc.SetUnmanagedAttributes(realm, true); err != nil {

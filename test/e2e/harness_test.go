@@ -52,29 +52,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		os.Exit(1)
 	}
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		l, err := dynamotest.Start(context.Background())
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-			return
-		}
-		defer l.Stop()
-		local = l
-		code = m.Run()
-	}()
+	code := m.Run()
+	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-var local *dynamotest.Local
-
-// env is one isolated ssodir installation: its own table prefix and secret key.
+// env is one isolated ssodir installation: its own DynamoDB Local, table prefix and secret
+// key. The tests run side by side; each on a DynamoDB Local of its own, so that one test's
+// load does not slow another's and no instance lives long enough to fall into its traps
+// (../shared/DYNAMODB-LOCAL.md).
 type env struct {
 	t      *testing.T
 	prefix string
 	key    string
+	local  *dynamotest.Local
 	db     *dynamodb.Client
 	// stageKeys: the services get their keys as a stage on AWS does (KMS, Secrets
 	// Manager), not SSO_SECRET_KEY and SSO_CURSOR_KEY.
@@ -87,7 +78,12 @@ func newEnv(t *testing.T) *env {
 	for i := range key {
 		key[i] = byte(i*7 + 3)
 	}
-	e := &env{t: t, prefix: dynamotest.UniqueName("e2e"), key: base64.StdEncoding.EncodeToString(key), db: local.DynamoDB()}
+	local, err := dynamotest.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(local.Stop)
+	e := &env{t: t, prefix: dynamotest.UniqueName("e2e"), key: base64.StdEncoding.EncodeToString(key), local: local, db: local.DynamoDB()}
 	e.systemTables()
 	return e
 }
@@ -118,7 +114,7 @@ func (e *env) vars(extra ...string) []string {
 	if callLog != "" {
 		extra = append([]string{"SSO_AWS_CALL_LOG=" + callLog}, extra...)
 	}
-	vars := append(local.Env(),
+	vars := append(e.local.Env(),
 		"SSO_TABLE_PREFIX="+e.prefix, "SSO_BOOTSTRAP_TOKEN="+token, "SSO_SYSTEM_TABLES=existing",
 		"SSO_LOG_LEVEL=info", "SSO_STREAM_POLL=20ms", "SSO_PROGRESS_TOKEN=e2e-progress", "SSO_PROVISION_WAIT=1m", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
 	if !e.stageKeys {

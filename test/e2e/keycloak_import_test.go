@@ -19,6 +19,7 @@ import (
 // the import marked instead of creating a second copy, change an imported user in place
 // when the directory changes it, and a reconcile afterwards must find nothing to do.
 func TestKeycloakSyncAdoptsImportedRealm(t *testing.T) {
+	t.Parallel()
 	e, kc, base := keycloakSetup(t)
 	query := e.start("query-api")
 

@@ -62,6 +62,7 @@ func reconcileCmd(e *env, args ...string) *exec.Cmd {
 // enable the deactivated ones again; afterwards the realm must equal the directory, with
 // every password.
 func TestReconcileAgainstASlowRealmWhileCommandsArrive(t *testing.T) {
+	t.Parallel()
 	e, kc, base := keycloakSetup(t)
 	want := map[string]expectedUser{}
 	for i := range 12 {
@@ -122,6 +123,7 @@ func TestReconcileAgainstASlowRealmWhileCommandsArrive(t *testing.T) {
 // function under the Runtime Interface Emulator fed by an ESM player, its environment
 // killed mid-batch and cold-started by the next retry.
 func TestEventPathKeepsOrderAcrossLeaseMoves(t *testing.T) {
+	t.Parallel()
 	t.Run("long-running", func(t *testing.T) {
 		syncVars := []string{"SSO_STREAM_LEASE=3s", "SSO_RECONCILE_INTERVAL=1h"}
 		var first, second *service
@@ -236,6 +238,7 @@ func keycloakSyncKeepsOrder(t *testing.T, run orderRun) {
 // the hung tenants are parked (keycloak-sync status says so), and when their realms
 // answer again they resume by themselves with nothing lost.
 func TestHungRealmsStallNobody(t *testing.T) {
+	t.Parallel()
 	kc := keycloaktest.NewServer(t, keycloaktest.Config{})
 	e := newEnv(t)
 	api := e.start("command-api")

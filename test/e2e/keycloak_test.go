@@ -61,6 +61,7 @@ func mustStatus(t *testing.T, r response, want int) {
 // deactivations and deletes reach the realm within seconds, each user once, also through
 // injected 429 and 503 answers.
 func TestKeycloakFollowsCommands(t *testing.T) {
+	t.Parallel()
 	_, kc, base := keycloakSetup(t)
 	kc.Inject(keycloaktest.Fault{Method: "POST", PathPrefix: keycloaktest.AdminPath(realm, "/users"), Times: 2, Status: 429, RetryAfter: "1"})
 	kc.Inject(keycloaktest.Fault{Method: "PUT", PathPrefix: keycloaktest.AdminPath(realm, "/users"), Times: 1, Status: 503})
@@ -139,6 +140,7 @@ func writes(kc *keycloaktest.Server) int {
 // run prints the repairs without writing, that a reconcile makes them (leaving unmanaged
 // users alone), and that a second reconcile finds nothing to do.
 func TestReconcileRepairsDrift(t *testing.T) {
+	t.Parallel()
 	e, kc, base := keycloakSetup(t)
 	for _, u := range []string{"ann", "bob", "cid", "dan", "eve", "fay"} {
 		mustStatus(t, call(t, "POST", base+"/users", map[string]any{"username": u, "email": u + "@example.com"}), 201)

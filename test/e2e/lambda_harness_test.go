@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -99,6 +100,8 @@ type function struct {
 	// Lambda, runs one environment per process; Lambda would start more for concurrent
 	// requests).
 	one sync.Mutex
+	// answered counts the stream batches the function answered (stream).
+	answered atomic.Int64
 }
 
 // startFunction runs the named function under the emulator with the stage's settings.
@@ -121,6 +124,21 @@ func (f *function) start() {
 	defer f.life.Unlock()
 	t := f.e.t
 	t.Helper()
+	// The ports are free when chosen but may be taken before the emulator binds them (by
+	// another process, or as the local port of an outgoing connection); then the emulator
+	// exits at once and a new pair is tried.
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = f.launch(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("the emulator for %s: %v", f.name, err)
+}
+
+// launch starts one emulator and waits until it listens; f.life is held.
+func (f *function) launch() error {
+	t := f.e.t
 	addr := freeAddr(t)
 	// Each emulator has its own Runtime API port (9001 by default), so that several
 	// functions run side by side.
@@ -151,13 +169,27 @@ func (f *function) start() {
 	f.url = "http://" + addr + "/2015-03-31/functions/function/invocations"
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("exited before it listened on %s", addr)
+		default:
+		}
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return
+			// The Runtime API's port is bound beside the invoke port; a failure to bind it
+			// ends the emulator a moment later.
+			select {
+			case <-done:
+				return fmt.Errorf("exited after it listened on %s", addr)
+			case <-time.After(200 * time.Millisecond):
+				return nil
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("the emulator for %s did not listen", f.name)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	return fmt.Errorf("did not listen on %s within 30s", addr)
 }
 
 // kill ends the emulator and the function's process at once, as a crash of the
@@ -244,6 +276,7 @@ func (f *function) stream(ctx context.Context, ev events.DynamoDBEvent) (events.
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return resp, fmt.Errorf("%s answered %s, not a DynamoDBEventResponse: %w", f.name, body, err)
 	}
+	f.answered.Add(1)
 	return resp, nil
 }
 
@@ -258,9 +291,15 @@ func (f *function) task(t *testing.T, name string) {
 // gateway serves HTTP on a local address by turning each request into an HTTP API
 // (payload 2.0) event for the function, as API Gateway does, and the function's answer
 // back into the response. The returned service has the gateway's address, so the tests
-// written for the long-running APIs run against the function unchanged.
-func (f *function) gateway(t *testing.T) *service {
+// written for the long-running APIs run against the function unchanged. more are further
+// execution environments of the same function: as Lambda does for concurrent requests, a
+// request goes to one that is free.
+func (f *function) gateway(t *testing.T, more ...*function) *service {
 	t.Helper()
+	free := make(chan *function, 1+len(more))
+	for _, env := range append([]*function{f}, more...) {
+		free <- env
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		headers := map[string]string{}
@@ -279,7 +318,14 @@ func (f *function) gateway(t *testing.T) *service {
 		if len(body) == 0 {
 			ev.Body, ev.IsBase64Encoded = "", false
 		}
-		out, err := f.invoke(r.Context(), ev)
+		var env *function
+		select {
+		case env = <-free:
+		case <-r.Context().Done():
+			return
+		}
+		out, err := env.invoke(r.Context(), ev)
+		free <- env
 		if err != nil {
 			// API Gateway's answer to a failed integration.
 			http.Error(w, `{"message":"Internal Server Error"}`, http.StatusInternalServerError)

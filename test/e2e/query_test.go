@@ -66,6 +66,7 @@ func walk[T any](t *testing.T, u string, limit int, between func()) []T {
 // the long-running services, and the Lambda functions (the APIs behind their HTTP API
 // gateways, the projector fed by an ESM player over the tenant's stream).
 func TestQueriesEndToEnd(t *testing.T) {
+	t.Parallel()
 	t.Run("long-running", func(t *testing.T) {
 		e := newEnv(t)
 		api := e.start("command-api")

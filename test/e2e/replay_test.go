@@ -70,6 +70,7 @@ func describe(table string) *dynamodb.DescribeTableInput {
 // the whole command log (so nothing accepted during the replay is missing), that the old
 // tables are dropped on request, and that readers follow the switch.
 func TestReplayWhileCommandsArrive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	api := e.start("command-api")
 	e.start("projector")
@@ -110,6 +111,7 @@ func TestReplayWhileCommandsArrive(t *testing.T) {
 // TestReplayResumesAfterInterruption interrupts a replay after a few pages and runs it
 // again: the second run resumes and the result equals a fresh build.
 func TestReplayResumesAfterInterruption(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	api := e.start("command-api")
 	e.start("projector")
@@ -162,6 +164,7 @@ func live(items []string) []string {
 // SSO_HISTORY_RETENTION's TTL would, and checks that a replay rebuilds every visible item
 // from the state items; a dry run first reports and writes nothing.
 func TestReplayRebuildsExpiredHistory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	api := e.start("command-api")
 	e.start("projector")

@@ -231,6 +231,7 @@ func groupMembers(t *testing.T, queryBase, group string) []string {
 // TestOktaProvisioningFlow replays Okta's flows (testdata/scim/okta.json) with a SCIM
 // token, and checks the directory, its activity feed and the Keycloak realm afterwards.
 func TestOktaProvisioningFlow(t *testing.T) {
+	t.Parallel()
 	_, kc, scimBase, queryBase, tokenID, scimToken := scimSetup(t)
 	ids := replay(t, "okta.json", scimBase, scimToken)
 
@@ -274,6 +275,7 @@ func TestOktaProvisioningFlow(t *testing.T) {
 // TestEntraProvisioningFlow replays Microsoft Entra ID's flows (testdata/scim/entra.json)
 // with a SCIM token, and checks the directory, its activity feed and the realm.
 func TestEntraProvisioningFlow(t *testing.T) {
+	t.Parallel()
 	_, kc, scimBase, queryBase, tokenID, scimToken := scimSetup(t)
 	ids := replay(t, "entra.json", scimBase, scimToken)
 

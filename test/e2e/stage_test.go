@@ -31,6 +31,7 @@ const (
 // stage's key, protection and tags. The whole path works: provisioning, commands with an
 // Idempotency-Key, paged reads, a password reaching Keycloak.
 func TestAStageConfiguredAsTheStackConfiguresIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fake := newAWSFake(t, stageSecretsKey, map[string]string{
 		stageCursorKey:      "Q3Vyc29yS2V5T2ZUaGVTdGFnZUZvclRlc3RpbmdPbmx5",
