@@ -297,8 +297,8 @@ func (f *function) task(t *testing.T, name string) {
 func (f *function) gateway(t *testing.T, more ...*function) *service {
 	t.Helper()
 	free := make(chan *function, 1+len(more))
-	for _, env := range append([]*function{f}, more...) {
-		free <- env
+	for _, fn := range append([]*function{f}, more...) {
+		free <- fn
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -318,14 +318,14 @@ func (f *function) gateway(t *testing.T, more ...*function) *service {
 		if len(body) == 0 {
 			ev.Body, ev.IsBase64Encoded = "", false
 		}
-		var env *function
+		var fn *function
 		select {
-		case env = <-free:
+		case fn = <-free:
 		case <-r.Context().Done():
 			return
 		}
-		out, err := env.invoke(r.Context(), ev)
-		free <- env
+		out, err := fn.invoke(r.Context(), ev)
+		free <- fn
 		if err != nil {
 			// API Gateway's answer to a failed integration.
 			http.Error(w, `{"message":"Internal Server Error"}`, http.StatusInternalServerError)
