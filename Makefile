@@ -94,8 +94,9 @@ $(REDOCLY):
 
 # The streams scale test runs 500 tenants here, under the race detector (its goroutine
 # limit); `make scale-test` runs the issue's 5,000 without it (2.5 to 6 minutes). The
-# packages run in their listed order: listing the longest first made the whole run longer
-# (test/e2e 627 s beside the browser and streams tests against 326 s after them).
+# order of the packages is go test's own: listing the longest first (go test then starts
+# them first) made the whole run longer, test/e2e taking 627 s beside the browser and
+# streams tests against 326 s after them.
 unit:
 	rm -rf $(AWS_CALL_LOG) && mkdir -p $(AWS_CALL_LOG)
 	SSODIR_AWS_CALL_LOG=$(AWS_CALL_LOG) $(GO) test -race -count=1 -timeout 20m ./...
