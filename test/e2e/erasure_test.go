@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -343,13 +344,7 @@ func TestErasureLeavesNoCanary(t *testing.T) {
 	if r2.header.Get("Location") != loc {
 		t.Fatalf("replayed erase answered Location %q, first %q", r2.header.Get("Location"), loc)
 	}
-	var status struct {
-		ErasureID   string            `json:"erasure_id"`
-		Status      string            `json:"status"`
-		RequestedAt string            `json:"requested_at"`
-		CompletedAt *string           `json:"completed_at"`
-		Places      map[string]string `json:"places"`
-	}
+	var status erasure.Entry // what GET /erasures/{id} shows
 	eventually(t, 120*time.Second, "the erasure done", func() (bool, string) {
 		r := call(t, "GET", "http://"+qry.addr+loc, nil)
 		if r.status != 200 {
