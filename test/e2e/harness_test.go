@@ -145,20 +145,40 @@ func freeAddr(t *testing.T) string {
 
 var addrVar = map[string]string{"command-api": "SSO_COMMAND_ADDR", "query-api": "SSO_QUERY_ADDR", "projector": "SSO_PROJECTOR_ADDR", "keycloak-sync": "SSO_KEYCLOAK_SYNC_ADDR"}
 
-// start runs a binary and waits until /readyz answers 200.
+// start runs a binary and waits until /readyz answers 200. The port is free when chosen
+// but may be taken before the service binds it (by another process, or as the local port
+// of an outgoing connection); then the service exits at once and a new port is tried, as
+// for the Lambda emulators.
 func (e *env) start(name string, extra ...string) *service {
+	e.t.Helper()
+	for attempt := 1; ; attempt++ {
+		s, taken := e.launch(name, extra...)
+		if !taken {
+			return s
+		}
+		if attempt == 5 {
+			e.t.Fatalf("%s found its port taken %d times:\n%s", name, attempt, s.output())
+		}
+	}
+}
+
+// launch is one attempt of start; taken reports a service that exited because its port was
+// taken.
+func (e *env) launch(name string, extra ...string) (s *service, taken bool) {
 	e.t.Helper()
 	addr := freeAddr(e.t)
 	cmd := exec.Command(filepath.Join(binDir, name))
 	cmd.Env = e.vars(append(extra, addrVar[name]+"="+addr)...)
-	s := &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	s = &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start %s: %v", name, err)
 	}
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -167,7 +187,8 @@ func (e *env) start(name string, extra ...string) *service {
 			s.mu.Unlock()
 		}
 	}()
-	go func() { _ = cmd.Wait(); pw.Close(); close(s.done) }()
+	// done closes once the output is all read, so that a service's last words are in it.
+	go func() { _ = cmd.Wait(); pw.Close(); <-scanned; close(s.done) }()
 	e.t.Cleanup(func() {
 		s.kill()
 		if e.t.Failed() {
@@ -178,6 +199,9 @@ func (e *env) start(name string, extra ...string) *service {
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.done:
+			if strings.Contains(s.output(), "address already in use") {
+				return s, true
+			}
 			e.t.Fatalf("%s exited during start:\n%s", name, s.output())
 		default:
 		}
@@ -185,13 +209,13 @@ func (e *env) start(name string, extra ...string) *service {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return s
+				return s, false
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	e.t.Fatalf("%s not ready:\n%s", name, s.output())
-	return nil
+	return nil, false
 }
 
 func (s *service) output() string {
