@@ -17,6 +17,11 @@ import (
 // together (API.md).
 const MaxMembersChange = 1000
 
+// countDeletesFrom is how many users a ChangeMembers must add for it to check that they
+// still live by the tenant's count of user deletes (read twice, Store.UserDeletes) rather
+// than by reading each of them again after writing: below it, the reads of each cost less.
+const countDeletesFrom = 32
+
 // ChangeMembers adds and removes many members of a group in one command: one group
 // version for the whole change, or none when it changes nothing; all or nothing.
 type ChangeMembers struct {
@@ -86,9 +91,10 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		result  events.Group
 		payload *events.GroupMembersChanged
 		lease   MembersLease
+		deletes *int64
 	)
 	err := retry(ctx, func() error {
-		payload = nil
+		payload, deletes = nil, nil
 		g, err := loadLiveGroup(ctx, h.deps, t, cmd.Group)
 		if err != nil {
 			return err
@@ -97,6 +103,14 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 			return err
 		}
 		result = g.State
+		if len(cmd.Add) >= countDeletesFrom {
+			// Read before the users, so that a delete it does not count is one they show.
+			n, err := h.deps.Store.UserDeletes(ctx, t)
+			if err != nil {
+				return err
+			}
+			deletes = &n
+		}
 		names := append(slices.Clone(cmd.Add), cmd.Remove...)
 		var (
 			users   map[string]UserAggregate
@@ -151,7 +165,7 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		// The change is recorded, so it is answered as done whatever happens now: items
 		// this cannot write are written by the next command on the group, which waits for
 		// the lease to end first.
-		if err := h.deps.writePending(ctx, t, lease, payload); err != nil {
+		if err := h.deps.writePending(ctx, t, lease, payload, deletes); err != nil {
 			h.deps.pendingFailed(t, payload.Group.Key, payload.Group.Version, err)
 		}
 	}

@@ -328,13 +328,28 @@ func (s *pausedStore) UserMemberships(ctx context.Context, t commands.Tenant, us
 
 // TestMembersChangeRacesUserDelete deletes a user a members change adds while the change
 // is being made, at the two moments that matter: no membership of the deleted user is
-// left in the write model, and the addition's revision is covered by the delete's.
+// left in the write model, and the addition's revision is covered by the delete's. A
+// change of a few users checks each of them again after writing; one of many checks the
+// tenant's count of user deletes, and only when it moved each user.
 func TestMembersChangeRacesUserDelete(t *testing.T) {
 	t.Parallel()
+	for _, size := range []struct {
+		name   string
+		others []string
+	}{{"two users", []string{"bob"}}, {"forty users", append([]string{"bob"}, names("u", 39)...)}} {
+		t.Run(size.name, func(t *testing.T) {
+			t.Parallel()
+			racesUserDelete(t, size.others)
+		})
+	}
+}
+
+// racesUserDelete adds ann and others to a group while ann is deleted.
+func racesUserDelete(t *testing.T, others []string) {
 	check := func(t *testing.T, w *world) {
 		t.Helper()
-		if got := membersOf(t, w, "ops"); !slices.Equal(got, []string{"bob"}) {
-			t.Errorf("members %v, want bob alone: the deleted user's membership is left", got)
+		if got := membersOf(t, w, "ops"); !slices.Equal(got, others) {
+			t.Errorf("members %v, want %v: the deleted user's membership is left", got, others)
 		}
 		noMemberships(t, w, "ann")
 		notPending(t, w, "ops")
@@ -352,12 +367,15 @@ func TestMembersChangeRacesUserDelete(t *testing.T) {
 	meta := func() commands.Meta {
 		return commands.Meta{Actor: actor, CommandID: uuid.NewString(), CorrelationID: "c"}
 	}
-	change := commands.ChangeMembers{Group: "ops", Add: []string{"ann", "bob"}}
+	change := commands.ChangeMembers{Group: "ops", Add: append([]string{"ann"}, others...)}
+	given := func(w *world) {
+		w.given(append(usersBatch(append([]string{"ann"}, others...)), createGroup("ops"))...)
+	}
 
 	t.Run("the user is deleted between the change's read and its writes", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.given(append(users("ann", "bob"), createGroup("ops"))...)
+		given(w)
 		rs := &racingStore{Store: w.real}
 		rs.afterRead = func() {
 			if _, err := commands.NewDeleteUserHandler(d(w.real)).Handle(t.Context(), w.tenant, commands.DeleteUser{Username: "ann"}, meta()); err != nil {
@@ -372,7 +390,7 @@ func TestMembersChangeRacesUserDelete(t *testing.T) {
 	t.Run("the user's delete read her groups before the change wrote and commits after it", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.given(append(users("ann", "bob"), createGroup("ops"))...)
+		given(w)
 		ps := &pausedStore{Store: w.real, read: make(chan struct{}), release: make(chan struct{})}
 		deleted := make(chan error, 1)
 		go func() {
@@ -391,6 +409,69 @@ func TestMembersChangeRacesUserDelete(t *testing.T) {
 		}
 		check(t, w)
 	})
+}
+
+// readCountingStore is the real store, counting the users LoadUsers reads.
+type readCountingStore struct {
+	commands.Store
+	users atomic.Int64
+}
+
+func (s *readCountingStore) LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error) {
+	s.users.Add(int64(len(usernames)))
+	return s.Store.LoadUsers(ctx, t, usernames)
+}
+
+// TestMembersChangeOfManyChecksTheDeleteCount: a change that adds many users, with no user
+// deleted meanwhile, reads them once (to decide), not a second time after writing; every
+// user delete and erasure raises the count it reads instead, and nothing else does.
+func TestMembersChangeOfManyChecksTheDeleteCount(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	many := names("m", 40)
+	w.given(append(usersBatch(append([]string{"ann", "bob", "cid"}, many...)), createGroup("ops"))...)
+	ctx := t.Context()
+	deletes := func() int64 {
+		t.Helper()
+		n, err := w.real.UserDeletes(ctx, w.tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := deletes(); n != 0 {
+		t.Fatalf("the count of user deletes is %d before any delete", n)
+	}
+	d := commands.Deps{Store: w.real, Now: time.Now, NewID: uuid.NewString}
+	meta := func() commands.Meta {
+		return commands.Meta{Actor: actor, CommandID: uuid.NewString(), CorrelationID: "c"}
+	}
+	if _, err := commands.NewUpdateUserHandler(d).Handle(ctx, w.tenant, commands.UpdateUser{Username: "bob", FirstName: ptr("Robert")}, meta()); err != nil {
+		t.Fatal(err)
+	}
+	rs := &readCountingStore{Store: w.real}
+	if _, err := commands.NewChangeMembersHandler(commands.Deps{Store: rs, Now: time.Now, NewID: uuid.NewString}).Handle(ctx, w.tenant,
+		commands.ChangeMembers{Group: "ops", Add: many}, meta()); err != nil {
+		t.Fatal(err)
+	}
+	if got := membersOf(t, w, "ops"); !slices.Equal(got, many) {
+		t.Fatalf("members %v, want %v", got, many)
+	}
+	if n := rs.users.Load(); n != int64(len(many)) {
+		t.Errorf("the change read %d users, want %d: each once, to decide", n, len(many))
+	}
+	if n := deletes(); n != 0 {
+		t.Errorf("the count of user deletes is %d after creates, an update and a members change", n)
+	}
+	if _, err := commands.NewDeleteUserHandler(d).Handle(ctx, w.tenant, commands.DeleteUser{Username: "ann"}, meta()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commands.NewEraseUserHandler(d).Handle(ctx, w.tenant, commands.EraseUser{Username: "cid", Reason: "request of the person", ErasureID: uuid.NewString()}, meta()); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletes(); n != 2 {
+		t.Errorf("the count of user deletes is %d after a delete and an erasure, want 2", n)
+	}
 }
 
 // TestLoadUsersNamesEachUserOnce: a list naming a user twice is read as if it named it once

@@ -118,7 +118,7 @@ func (d Deps) takeOver(ctx context.Context, t Tenant, agg GroupAggregate) error 
 	if !ok {
 		return fmt.Errorf("group %s v%d is marked with a pending members change but records %s", agg.State.Key, agg.Pending.Version, e.Type)
 	}
-	if err := d.writePending(ctx, t, lease, p); !errors.Is(err, errLeaseLost) {
+	if err := d.writePending(ctx, t, lease, p, nil); !errors.Is(err, errLeaseLost) {
 		return err
 	}
 	return nil
@@ -133,7 +133,13 @@ func (d Deps) takeOver(ctx context.Context, t Tenant, agg GroupAggregate) error 
 // user's delete covers them in the read model, as their revision is below its own).
 // Last, the mark is cleared. Every write can be repeated, so a writer that takes over
 // simply writes everything again.
-func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p *events.GroupMembersChanged) error {
+//
+// deletes, when not nil, is the tenant's count of user deletes read before the change
+// read its users: if the count is the same after the writes, no user was deleted in
+// between (one deleted before was seen deleted when deciding; one deleted after finds
+// the pointer and the membership, both written), and the users are not read again. A
+// writer that takes over knows no count and reads them all.
+func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p *events.GroupMembersChanged, deletes *int64) error {
 	g := p.Group
 	var mu sync.Mutex // WriteMembers runs guard from several goroutines
 	guard := func(ctx context.Context) error {
@@ -162,7 +168,15 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 	if err := d.Store.WriteMembers(ctx, t, w, guard); err != nil {
 		return err
 	}
-	if len(added) > 0 {
+	check := len(added) > 0
+	if check && deletes != nil {
+		now, err := d.Store.UserDeletes(ctx, t)
+		if err != nil {
+			return err
+		}
+		check = now != *deletes
+	}
+	if check {
 		names := make([]string, len(added))
 		for i, m := range added {
 			names[i] = m.Username

@@ -174,6 +174,9 @@ type Store interface {
 	Memberships(ctx context.Context, t Tenant, groupKey string, usernames []string) (map[string]string, error)
 	// LoadUsers reads the config items of the usernames; a username never used is absent.
 	LoadUsers(ctx context.Context, t Tenant, usernames []string) (map[string]UserAggregate, error)
+	// UserDeletes is a count, read strongly consistently, that every change writing a user
+	// tombstone raises in its own transaction: while it stays the same, no user was deleted.
+	UserDeletes(ctx context.Context, t Tenant) (int64, error)
 	// MaxMembersPerChange is how many memberships one Change can remove.
 	MaxMembersPerChange() int
 	Append(ctx context.Context, t Tenant, c Change) error

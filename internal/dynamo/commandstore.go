@@ -24,9 +24,10 @@ const maxTransactItems = 100
 
 // fixedItems is the most items a change writes besides its membership removals: config,
 // history, email guard claimed and released, membership revision check, idempotency
-// record, and two lookup pointers (an update replaces the external id's: one written, one
-// removed; a delete removes the id's and the external id's).
-const fixedItems = 8
+// record, two lookup pointers (an update replaces the external id's: one written, one
+// removed; a delete removes the id's and the external id's), and a delete's count of user
+// deletes and an erasure's ledger entry.
+const fixedItems = 9
 
 // idempotencyWindow is how long an Idempotency-Key is remembered (API.md: 24 h).
 const idempotencyWindow = 24 * time.Hour
@@ -296,6 +297,9 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		add(roleVersion, types.TransactWriteItem{Delete: del})
 		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
 			Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}})
+	}
+	if c.User != nil && c.User.State.Deleted {
+		add(roleNone, types.TransactWriteItem{Update: countUserDelete(table, username)})
 	}
 	for _, l := range c.PutLookups {
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
