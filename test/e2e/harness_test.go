@@ -169,26 +169,13 @@ func (e *env) launch(name string, extra ...string) (s *service, taken bool) {
 	addr := freeAddr(e.t)
 	cmd := exec.Command(filepath.Join(binDir, name))
 	cmd.Env = e.vars(append(extra, addrVar[name]+"="+addr)...)
-	s = &service{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	s = &service{name: name, addr: addr, cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	done, err := startLogged(cmd, s.mu, s.logs)
+	if err != nil {
 		e.t.Fatalf("start %s: %v", name, err)
 	}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			s.mu.Lock()
-			s.logs.WriteString(sc.Text() + "\n")
-			s.mu.Unlock()
-		}
-	}()
-	// done closes once the output is all read, so that a service's last words are in it.
-	go func() { _ = cmd.Wait(); pw.Close(); <-scanned; close(s.done) }()
+	s.done = done
 	e.t.Cleanup(func() {
 		s.kill()
 		if e.t.Failed() {
@@ -216,6 +203,29 @@ func (e *env) launch(name string, extra ...string) (s *service, taken bool) {
 	}
 	e.t.Fatalf("%s not ready:\n%s", name, s.output())
 	return nil, false
+}
+
+// startLogged starts cmd with its output appended, line by line, to logs under mu. done
+// closes once cmd has exited and its output is all in logs, so that its last words are.
+func startLogged(cmd *exec.Cmd, mu *sync.Mutex, logs *bytes.Buffer) (done chan struct{}, err error) {
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	scanned, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			mu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+		}
+	}()
+	go func() { _ = cmd.Wait(); pw.Close(); <-scanned; close(done) }()
+	return done, nil
 }
 
 func (s *service) output() string {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -147,25 +146,13 @@ func (f *function) launch() error {
 	f.cmd.Dir = filepath.Join(lambdaDir, f.name)
 	// What Lambda sets, and the stage's settings.
 	f.cmd.Env = f.e.vars(append([]string{"AWS_LAMBDA_FUNCTION_NAME=ssodir-e2e-" + f.name, "AWS_LAMBDA_FUNCTION_TIMEOUT=120"}, f.extra...)...)
-	pr, pw := io.Pipe()
-	f.cmd.Stdout, f.cmd.Stderr = pw, pw
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := f.cmd.Start(); err != nil {
+	done, err := startLogged(f.cmd, &f.mu, f.logs)
+	if err != nil {
 		t.Fatalf("start the emulator for %s: %v", f.name, err)
 	}
-	f.done = make(chan struct{})
-	done := f.done
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			f.mu.Lock()
-			f.logs.WriteString(sc.Text() + "\n")
-			f.mu.Unlock()
-		}
-	}()
+	f.done = done
 	cmd := f.cmd
-	go func() { _ = cmd.Wait(); pw.Close(); close(done) }()
 	f.url = "http://" + addr + "/2015-03-31/functions/function/invocations"
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
