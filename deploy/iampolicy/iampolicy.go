@@ -1,9 +1,12 @@
-// Package iampolicy evaluates the identity-policy statements of a synthesized CloudFormation
-// template the way IAM does, for the parts ssodir's stack uses: actions and resources with
-// the wildcards * and ?, explicit Deny over Allow, and the condition operators StringEquals,
-// StringLike, ArnEquals, ArnLike and Bool (with IfExists), evaluated against the request's
-// context keys. CloudFormation intrinsics (Ref, Fn::GetAtt, Fn::Join) are resolved to the
-// values a test gives for the stage. Anything else (NotAction, NotResource, another operator
+// Package iampolicy evaluates the policy statements of a synthesized CloudFormation template
+// the way IAM does, for the parts ssodir's stack uses: identity policies (a role's) and
+// resource policies (a key's, a topic's, a queue's, with their principals), actions and
+// resources with the wildcards * and ?, explicit Deny over Allow in either, a key policy that
+// must allow a call itself or delegate to IAM (the account as principal), and the condition
+// operators StringEquals, StringLike, ArnEquals, ArnLike and Bool (with IfExists), evaluated
+// against the request's context keys (kms:ViaService, aws:SourceArn, aws:SecureTransport…).
+// CloudFormation intrinsics (Ref, Fn::GetAtt, Fn::Join) are resolved to the values a test
+// gives for the stage. Anything else (NotAction, NotResource, NotPrincipal, another operator
 // or intrinsic) is an error, never a silent allow or deny.
 package iampolicy
 
@@ -21,13 +24,18 @@ type Statement struct {
 	Resources []string
 	// Conditions: operator → key → values.
 	Conditions map[string]map[string][]string
+	// Principals of a resource policy's statement: "*", "AWS:<arn or account>",
+	// "Service:<name>"; none in an identity policy.
+	Principals []string
 }
 
 // Request is one call to authorise.
 type Request struct {
-	Action   string
-	Resource string
-	Context  map[string]string
+	// Principal is who calls: "AWS:<role arn>" or "Service:<name>" (for resource policies).
+	Principal string
+	Action    string
+	Resource  string
+	Context   map[string]string
 }
 
 // Values resolve intrinsics: "AWS::Region" and other pseudo parameters, "Ref:<logical id>"
@@ -104,8 +112,14 @@ func (v Values) list(x any) ([]string, error) {
 	return out, nil
 }
 
-// Parse reads a template's PolicyDocument.
-func Parse(doc map[string]any, v Values) ([]Statement, error) {
+// Parse reads a template's identity PolicyDocument (a role's: no principals).
+func Parse(doc map[string]any, v Values) ([]Statement, error) { return parse(doc, v, false) }
+
+// ParseResource reads a resource policy (a KeyPolicy, a topic's or a queue's
+// PolicyDocument): every statement names its principals.
+func ParseResource(doc map[string]any, v Values) ([]Statement, error) { return parse(doc, v, true) }
+
+func parse(doc map[string]any, v Values, resource bool) ([]Statement, error) {
 	raw, _ := doc["Statement"].([]any)
 	var out []Statement
 	for _, r := range raw {
@@ -113,12 +127,25 @@ func Parse(doc map[string]any, v Values) ([]Statement, error) {
 		if !ok {
 			return nil, fmt.Errorf("statement %v is not an object", r)
 		}
-		for _, unsupported := range []string{"NotAction", "NotResource", "NotPrincipal", "Principal"} {
+		for _, unsupported := range []string{"NotAction", "NotResource", "NotPrincipal"} {
 			if _, ok := m[unsupported]; ok {
 				return nil, fmt.Errorf("statement %v: %s is not supported by this evaluator", m["Sid"], unsupported)
 			}
 		}
 		st := Statement{Conditions: map[string]map[string][]string{}}
+		principal, has := m["Principal"]
+		switch {
+		case has && !resource:
+			return nil, fmt.Errorf("statement %v: a Principal in an identity policy", m["Sid"])
+		case !has && resource:
+			return nil, fmt.Errorf("statement %v: a resource policy's statement without a Principal", m["Sid"])
+		case has:
+			ps, err := v.principals(principal)
+			if err != nil {
+				return nil, fmt.Errorf("statement %v: %w", m["Sid"], err)
+			}
+			st.Principals = ps
+		}
 		st.Sid, _ = m["Sid"].(string)
 		st.Effect, _ = m["Effect"].(string)
 		if st.Effect != "Allow" && st.Effect != "Deny" {
@@ -145,6 +172,35 @@ func Parse(doc map[string]any, v Values) ([]Statement, error) {
 			}
 		}
 		out = append(out, st)
+	}
+	return out, nil
+}
+
+// principals reads a Principal: "*" or {"AWS"|"Service": one or a list}.
+func (v Values) principals(x any) ([]string, error) {
+	if x == "*" {
+		return []string{"*"}, nil
+	}
+	m, ok := x.(map[string]any)
+	if !ok || len(m) == 0 {
+		return nil, fmt.Errorf("principal %v", x)
+	}
+	var out []string
+	for kind, vals := range m {
+		if kind != "AWS" && kind != "Service" {
+			return nil, fmt.Errorf("principal kind %s is not supported by this evaluator", kind)
+		}
+		list, err := v.list(vals)
+		if err != nil {
+			return nil, fmt.Errorf("principal %s: %w", kind, err)
+		}
+		for _, p := range list {
+			if kind == "AWS" && p == "*" {
+				out = append(out, "*")
+				continue
+			}
+			out = append(out, kind+":"+p)
+		}
 	}
 	return out, nil
 }
@@ -235,4 +291,80 @@ func Glob(pattern, value string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// Decide is IAM's decision on a call within one account, by a principal whose identity
+// policy is identity (none for a service), on a resource whose policy is resource (none:
+// nil). An explicit Deny in either refuses. A key policy (keyPolicy) must allow the call
+// itself: naming the principal, or naming the account (its root), which delegates to the
+// identity policy. Any other resource's policy adds to the identity policy: either allows.
+// account is the caller's account. by says which statements decided.
+func Decide(identity, resource []Statement, req Request, account string, keyPolicy bool) (allowed bool, by []string, err error) {
+	idAllowed, idBy, err := Allowed(identity, req)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, st := range identity {
+		if st.Effect != "Deny" {
+			continue
+		}
+		if ok, err := st.Matches(req); err != nil || ok {
+			return false, []string{"identity Deny " + st.Sid}, err
+		}
+	}
+	var direct, delegated []string
+	for _, st := range resource {
+		ok, err := st.Matches(req)
+		if err != nil {
+			return false, nil, err
+		}
+		if !ok {
+			continue
+		}
+		who := st.principal(req.Principal, account)
+		if who == noOne {
+			continue
+		}
+		if st.Effect == "Deny" {
+			return false, []string{"resource Deny " + st.Sid}, nil
+		}
+		if who == exactly {
+			direct = append(direct, "resource "+st.Sid)
+		} else {
+			delegated = append(delegated, "resource "+st.Sid)
+		}
+	}
+	switch {
+	case len(direct) > 0:
+		return true, direct, nil
+	case keyPolicy:
+		if len(delegated) > 0 && idAllowed {
+			return true, append(delegated, idBy...), nil
+		}
+		return false, nil, nil
+	}
+	return idAllowed, idBy, nil
+}
+
+type principalMatch int
+
+const (
+	noOne principalMatch = iota
+	exactly
+	// account: the statement names the caller's account, which leaves the decision to its
+	// identity policy.
+	account
+)
+
+func (st Statement) principal(caller, acct string) principalMatch {
+	for _, p := range st.Principals {
+		switch {
+		case p == "*" || p == caller:
+			return exactly
+		case strings.HasPrefix(caller, "AWS:") && acct != "" &&
+			(p == "AWS:"+acct || (strings.HasPrefix(p, "AWS:arn:") && strings.HasSuffix(p, ":iam::"+acct+":root"))):
+			return account
+		}
+	}
+	return noOne
 }

@@ -123,3 +123,111 @@ func TestWhatItCannotEvaluateIsAnError(t *testing.T) {
 		t.Errorf("an unsupported operator gave %v, want an error naming it", err)
 	}
 }
+
+const keyPolicy = `{"Statement": [
+ {"Sid": "Root", "Effect": "Allow", "Principal": {"AWS": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"]]}},
+  "Action": "kms:*", "Resource": "*"},
+ {"Sid": "CloudWatch", "Effect": "Allow", "Principal": {"Service": "cloudwatch.amazonaws.com"}, "Action": ["kms:Decrypt", "kms:GenerateDataKey*"], "Resource": "*",
+  "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}, "ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:ssodir-prod-*"}}},
+ {"Sid": "TLS", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "kms:*", "Resource": "*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+ {"Sid": "NoEncryptForOthers", "Effect": "Deny", "Principal": {"AWS": "arn:aws:iam::123456789012:role/other"}, "Action": "kms:Encrypt", "Resource": "*"}
+]}`
+
+func TestDecideWithAResourcePolicy(t *testing.T) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(keyPolicy), &m); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ParseResource(m, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := []Statement{{Sid: "Key", Effect: "Allow", Actions: []string{"kms:Decrypt", "kms:Encrypt"}, Resources: []string{"arn:aws:kms:eu-west-1:123456789012:key/k1"},
+		Conditions: map[string]map[string][]string{"StringEquals": {"kms:ViaService": {"dynamodb.eu-west-1.amazonaws.com"}}}}}
+	const keyARN = "arn:aws:kms:eu-west-1:123456789012:key/k1"
+	tls := map[string]string{"aws:SecureTransport": "true"}
+	via := func(service string) map[string]string {
+		return map[string]string{"aws:SecureTransport": "true", "kms:ViaService": service + ".eu-west-1.amazonaws.com"}
+	}
+	alarm := func(account, name string) map[string]string {
+		return map[string]string{"aws:SecureTransport": "true", "aws:SourceAccount": account, "aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:" + account + ":alarm:" + name}
+	}
+	cases := []struct {
+		name     string
+		identity []Statement
+		req      Request
+		want     bool
+	}{
+		{"the key policy delegates to the role, which allows through DynamoDB", role,
+			Request{Principal: "AWS:arn:aws:iam::123456789012:role/fn", Action: "kms:Decrypt", Resource: keyARN, Context: via("dynamodb")}, true},
+		{"the role's kms:ViaService is another service", role,
+			Request{Principal: "AWS:arn:aws:iam::123456789012:role/fn", Action: "kms:Decrypt", Resource: keyARN, Context: via("secretsmanager")}, false},
+		{"delegation needs the identity policy", nil,
+			Request{Principal: "AWS:arn:aws:iam::123456789012:role/fn", Action: "kms:Decrypt", Resource: keyARN, Context: via("dynamodb")}, false},
+		{"a Deny of the key policy for one role wins over its identity policy", role,
+			Request{Principal: "AWS:arn:aws:iam::123456789012:role/other", Action: "kms:Encrypt", Resource: keyARN, Context: via("dynamodb")}, false},
+		{"without TLS", role,
+			Request{Principal: "AWS:arn:aws:iam::123456789012:role/fn", Action: "kms:Decrypt", Resource: keyARN,
+				Context: map[string]string{"aws:SecureTransport": "false", "kms:ViaService": "dynamodb.eu-west-1.amazonaws.com"}}, false},
+		{"CloudWatch for an alarm of the stage", nil,
+			Request{Principal: "Service:cloudwatch.amazonaws.com", Action: "kms:GenerateDataKey", Resource: keyARN, Context: alarm("123456789012", "ssodir-prod-Errors")}, true},
+		{"CloudWatch for another stage's alarm", nil,
+			Request{Principal: "Service:cloudwatch.amazonaws.com", Action: "kms:GenerateDataKey", Resource: keyARN, Context: alarm("123456789012", "ssodir-stg-Errors")}, false},
+		{"CloudWatch for another account's alarm", nil,
+			Request{Principal: "Service:cloudwatch.amazonaws.com", Action: "kms:Decrypt", Resource: keyARN, Context: alarm("999999999999", "ssodir-prod-Errors")}, false},
+		{"another service", nil,
+			Request{Principal: "Service:events.amazonaws.com", Action: "kms:Decrypt", Resource: keyARN, Context: tls}, false},
+	}
+	for _, c := range cases {
+		got, by, err := Decide(c.identity, key, c.req, "123456789012", true)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: allowed = %v (by %v), want %v", c.name, got, by, c.want)
+		}
+	}
+	// Not a key: a resource policy that names the account leaves the decision to the
+	// identity policy, and without any resource policy the identity policy decides.
+	queue := []Statement{{Sid: "TLS", Effect: "Deny", Principals: []string{"*"}, Actions: []string{"sqs:*"}, Resources: []string{"*"},
+		Conditions: map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}}}
+	send := []Statement{{Sid: "Send", Effect: "Allow", Actions: []string{"sqs:SendMessage"}, Resources: []string{"arn:aws:sqs:eu-west-1:123456789012:q"}}}
+	req := Request{Principal: "AWS:arn:aws:iam::123456789012:role/fn", Action: "sqs:SendMessage", Resource: "arn:aws:sqs:eu-west-1:123456789012:q", Context: tls}
+	for _, c := range []struct {
+		name               string
+		identity, resource []Statement
+		ctx                map[string]string
+		want               bool
+	}{
+		{"the role allows, the queue's policy denies only without TLS", send, queue, tls, true},
+		{"without TLS", send, queue, map[string]string{"aws:SecureTransport": "false"}, false},
+		{"the role does not allow", nil, queue, tls, false},
+		{"no resource policy", send, nil, tls, true},
+	} {
+		r := req
+		r.Context = c.ctx
+		if got, by, err := Decide(c.identity, c.resource, r, "123456789012", false); err != nil || got != c.want {
+			t.Errorf("%s: allowed = %v (by %v, %v), want %v", c.name, got, by, err, c.want)
+		}
+	}
+}
+
+func TestPrincipalsBelongInResourcePoliciesOnly(t *testing.T) {
+	for _, c := range []struct {
+		doc      string
+		resource bool
+	}{
+		{`{"Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "s3:*", "Resource": "*"}]}`, false},
+		{`{"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}`, true},
+		{`{"Statement": [{"Effect": "Allow", "Principal": {"Federated": "x"}, "Action": "s3:*", "Resource": "*"}]}`, true},
+		{`{"Statement": [{"Effect": "Allow", "NotPrincipal": {"AWS": "*"}, "Action": "s3:*", "Resource": "*"}]}`, true},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(c.doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parse(m, values, c.resource); err == nil {
+			t.Errorf("parse(%s, resource=%v) gave no error", c.doc, c.resource)
+		}
+	}
+}
