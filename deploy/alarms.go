@@ -23,6 +23,18 @@ const (
 // records are kept 24 h, and a view minutes old is already visibly stale.
 const iteratorAgeLimit = 5 * 60 * 1000 // ms
 
+// alarmName is the name of one of the stage's alarms; fromAlarms matches all of them and
+// no other stage's (a stage name has no '-').
+func (s *Stage) alarmName(id string) string { return "ssodir-" + s.Props.Stage + "-" + id }
+
+func (s *Stage) fromAlarms() map[string]any {
+	return map[string]any{
+		"StringEquals": map[string]any{"aws:SourceAccount": s.Stack.Account()},
+		"ArnLike": map[string]any{"aws:SourceArn": s.Stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("cloudwatch"),
+			Resource: jsii.String("alarm"), ResourceName: jsii.String(s.alarmName("*")), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
+	}
+}
+
 // alarms are what an operator must act on, sent to one topic; the dashboard shows them
 // with their context.
 func (s *Stage) alarms() {
@@ -31,13 +43,27 @@ func (s *Stage) alarms() {
 		MasterKey:   s.DataKey,
 		EnforceSSL:  jsii.Bool(true),
 	})
-	// CloudWatch publishes to the encrypted topic with the data key.
+	// EnforceSSL gives the topic a policy of its own, which replaces SNS's default one: it
+	// must let CloudWatch publish, for this stage's alarms only (the confused deputy: no
+	// other account's or stage's alarm may use the topic), and the data key, which encrypts
+	// the topic, must let CloudWatch use it on the same terms.
+	cloudwatch := awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)
+	fromAlarms := s.fromAlarms()
+	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudWatchAlarmsPublish"),
+		Principals: &[]awsiam.IPrincipal{cloudwatch},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  &[]*string{topic.TopicArn()},
+		Conditions: &fromAlarms,
+	}))
 	s.DataKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("CloudWatchAlarmsPublish"),
-		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Principals: &[]awsiam.IPrincipal{cloudwatch},
 		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
 		Resources:  jsii.Strings("*"),
+		Conditions: &fromAlarms,
 	}), nil)
+	s.AlarmTopic = topic
 	awscdk.NewCfnOutput(s.Stack, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{
 		Value: topic.TopicArn(), Description: jsii.String("subscribe the on-call to this topic"),
 	})
@@ -45,7 +71,7 @@ func (s *Stage) alarms() {
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64, periods float64) awscloudwatch.Alarm {
 		a := awscloudwatch.NewAlarm(s.Stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmName:          jsii.String("ssodir-" + s.Props.Stage + "-" + id),
+			AlarmName:          jsii.String(s.alarmName(id)),
 			AlarmDescription:   jsii.String(description),
 			Metric:             metric,
 			Threshold:          jsii.Number(threshold),

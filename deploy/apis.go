@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -44,7 +45,7 @@ func (s *Stage) httpAPI(service string) awsapigatewayv2.HttpApi {
 	access := awslogs.NewLogGroup(s.Stack, jsii.String(id(service)+"AccessLogs"), &awslogs.LogGroupProps{
 		LogGroupName:  jsii.String("/ssodir/" + s.Props.Stage + "/" + service + "/access"),
 		Retention:     s.Props.LogRetention,
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy: dataRemoval,
 	})
 	format, _ := json.Marshal(map[string]string{
 		"requestId": "$context.requestId", "ip": "$context.identity.sourceIp", "time": "$context.requestTime",
@@ -75,14 +76,30 @@ var schedules = []struct {
 	{Projector, "redrive-dead-letters", 15},
 }
 
+// A scheduled task is never retried: its next tick comes soon, and a retry would run beside
+// it (two overlapping reconcile rounds). Neither EventBridge (RetryAttempts 0) nor Lambda's
+// asynchronous invocation (MaximumRetryAttempts 0, and no tick older than its interval) tries
+// again.
 func (s *Stage) schedules() {
+	every := map[string]float64{}
+	for _, sc := range schedules {
+		if m, ok := every[sc.service]; !ok || sc.every < m {
+			every[sc.service] = sc.every
+		}
+	}
+	for _, service := range sortedKeys(every) {
+		s.Functions[service].ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+			RetryAttempts: jsii.Number(0),
+			MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(every[service])),
+		})
+	}
 	for _, sc := range schedules {
 		awsevents.NewRule(s.Stack, jsii.String(id(sc.service)+id(sc.task)), &awsevents.RuleProps{
 			Description: jsii.String("ssodir " + sc.service + ": " + sc.task),
 			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(sc.every))),
 			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.Functions[sc.service], &awseventstargets.LambdaFunctionProps{
 				Event:         awsevents.RuleTargetInput_FromObject(map[string]string{"ssodir_task": sc.task}),
-				RetryAttempts: jsii.Number(2),
+				RetryAttempts: jsii.Number(0),
 				MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(sc.every)),
 			})},
 		})

@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -29,7 +32,11 @@ func run() error {
 	if err := ensureAssets(assets); err != nil {
 		return err
 	}
-	props := StageProps{Stage: stage, Prefix: contextString(app, "prefix", ""), AssetDir: assets}
+	concurrency, err := parseConcurrency(contextString(app, "concurrency", ""))
+	if err != nil {
+		return err
+	}
+	props := StageProps{Stage: stage, Prefix: contextString(app, "prefix", ""), AssetDir: assets, Concurrency: concurrency}
 	if account, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION"); account != "" && region != "" {
 		props.Env = &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
 	}
@@ -39,6 +46,24 @@ func run() error {
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	app.Synth(nil)
 	return nil
+}
+
+// parseConcurrency reads -c concurrency=projector=400,query-api=300: the functions named get
+// that reserved concurrency, the others DefaultConcurrency.
+func parseConcurrency(v string) (map[string]int, error) {
+	out := map[string]int{}
+	if v == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		name, n, ok := strings.Cut(strings.TrimSpace(part), "=")
+		count, err := strconv.Atoi(n)
+		if !ok || err != nil || !slices.Contains(Services, name) {
+			return nil, fmt.Errorf("concurrency %q: give service=N,… with services among %s", v, strings.Join(Services, ", "))
+		}
+		out[name] = count
+	}
+	return out, nil
 }
 
 func contextString(app awscdk.App, key, def string) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -43,23 +44,58 @@ type StageProps struct {
 	AssetDir string
 	// LogRetention is how long the functions' and APIs' logs are kept.
 	LogRetention awslogs.RetentionDays
-	Env          *awscdk.Environment
+	// Concurrency is each function's reserved concurrency (default DefaultConcurrency).
+	Concurrency map[string]int
+	Env         *awscdk.Environment
 }
 
-var stageRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
+// Names of two stages must never overlap: a stage's roles reach its tables by the pattern
+// <prefix>_*, its alarms by ssodir-<stage>-*. A stage name has no separator ('-', '_') and
+// a prefix exactly one '_' between two words, so one stage's pattern matches none of
+// another's names (prod's mbcsso_prod_* would match mbcsso_prod_eu_…, the tables of a stage
+// prod-eu, and its roles could delete them).
+var (
+	stageRE  = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`)
+	prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]*_[a-z0-9]+$`)
+)
 
 func (p *StageProps) defaults() error {
 	if !stageRE.MatchString(p.Stage) {
-		return fmt.Errorf("stage %q: give -c stage=NAME, 1-16 lower-case letters, digits and '-'", p.Stage)
+		return fmt.Errorf("stage %q: give -c stage=NAME, 1-16 lower-case letters and digits, starting with a letter (no '-' or '_': a stage's names must not start another's)", p.Stage)
 	}
 	if p.Prefix == "" {
-		p.Prefix = "mbcsso_" + strings.ReplaceAll(p.Stage, "-", "_")
+		p.Prefix = "mbcsso_" + p.Stage
+	}
+	if !prefixRE.MatchString(p.Prefix) || len(p.Prefix) > 64 {
+		return fmt.Errorf("prefix %q: two words of lower-case letters and digits joined by one '_' (mbcsso_prod), so that no stage's tables match another's pattern", p.Prefix)
 	}
 	if p.LogRetention == "" {
 		p.LogRetention = awslogs.RetentionDays_THREE_MONTHS
 	}
+	if p.Concurrency == nil {
+		p.Concurrency = map[string]int{}
+	}
+	for _, service := range Services {
+		if _, ok := p.Concurrency[service]; !ok {
+			p.Concurrency[service] = DefaultConcurrency[service]
+		}
+		if n := p.Concurrency[service]; n < 1 {
+			return fmt.Errorf("concurrency of %s: %d, want at least 1", service, n)
+		}
+	}
 	return nil
 }
+
+// DefaultConcurrency is each function's reserved concurrency: the consumers' is theirs
+// whatever the APIs' load, the APIs' caps what a flood of requests can take. Together 800,
+// under the 900 an account with the default quota of 1,000 may reserve (Lambda keeps 100
+// unreserved). docs/aws.md, "Concurrency".
+var DefaultConcurrency = map[string]int{Projector: 250, KeycloakSync: 250, CommandAPI: 100, QueryAPI: 200}
+
+// dataRemoval keeps a resource that holds data (a table, a secret, a key, a log group) when
+// it is deleted or replaced, but not when its stack's first creation fails and rolls back:
+// the retry would fail on "already exists" (CloudFormation's RetainExceptOnCreate).
+const dataRemoval = awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE
 
 // Stage is one stage's stack: what it made, for the tests and the alarms.
 type Stage struct {
@@ -77,6 +113,8 @@ type Stage struct {
 	ScimTokenKey awssecretsmanager.Secret
 	Functions    map[string]awslambda.Function
 	LogGroups    map[string]awslogs.LogGroup
+	// AlarmTopic is where every alarm goes.
+	AlarmTopic awssns.Topic
 	// StreamFailures is the failure destination of the event source mappings.
 	StreamFailures awssqs.Queue
 	// Grants are the statements of each function's role, with why each is there.
@@ -126,13 +164,13 @@ func (s *Stage) keys() {
 		Description:       jsii.String("ssodir " + s.Props.Stage + ": SSO_KMS_KEY_ID, envelope encryption of passwords and Keycloak client secrets"),
 		Alias:             jsii.String("alias/ssodir-" + s.Props.Stage + "-secrets"),
 		EnableKeyRotation: jsii.Bool(true),
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:     dataRemoval,
 	})
 	s.DataKey = awskms.NewKey(s.Stack, jsii.String("DataKey"), &awskms.KeyProps{
 		Description:       jsii.String("ssodir " + s.Props.Stage + ": encryption at rest of every table, the secrets in Secrets Manager and the alarm topic"),
 		Alias:             jsii.String("alias/ssodir-" + s.Props.Stage + "-data"),
 		EnableKeyRotation: jsii.Bool(true),
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:     dataRemoval,
 	})
 }
 
@@ -157,10 +195,12 @@ func (s *Stage) systemTables() {
 			PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 				PointInTimeRecoveryEnabled: jsii.Bool(true),
 			},
-			DeletionProtection: jsii.Bool(true),
-			Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
-			EncryptionKey:      s.DataKey,
-			RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
+			// No deletion protection on the stack's own tables: CloudFormation could not
+			// delete a table of a failed first creation, and the stack would be stuck in
+			// ROLLBACK_FAILED. The deletion policy keeps them on a stack's deletion or update.
+			Encryption:    awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
+			EncryptionKey: s.DataKey,
+			RemovalPolicy: dataRemoval,
 		}
 		for _, k := range spec.Input.KeySchema {
 			attr := &awsdynamodb.Attribute{Name: k.AttributeName, Type: attributeType(spec.Input.AttributeDefinitions, aws.ToString(k.AttributeName))}
@@ -201,21 +241,21 @@ func (s *Stage) secrets() {
 		Description:          jsii.String("SSO_CURSOR_KEY: the query API's key for signing cursors"),
 		GenerateSecretString: generate,
 		EncryptionKey:        s.DataKey,
-		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:        dataRemoval,
 	})
 	s.IdempotencyKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("IdempotencyKey"), &awssecretsmanager.SecretProps{
 		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/idempotency-key"),
 		Description:          jsii.String("SSO_IDEMPOTENCY_KEY: the command API's key for fingerprinting Idempotency-Key requests"),
 		GenerateSecretString: generate,
 		EncryptionKey:        s.DataKey,
-		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:        dataRemoval,
 	})
 	s.ScimTokenKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("ScimTokenKey"), &awssecretsmanager.SecretProps{
 		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/scim-token-key"),
 		Description:          jsii.String("SSO_SCIM_TOKEN_KEY: the command API's key for the HMAC under which SCIM tokens are stored"),
 		GenerateSecretString: generate,
 		EncryptionKey:        s.DataKey,
-		RemovalPolicy:        awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:        dataRemoval,
 	})
 }
 
@@ -290,7 +330,7 @@ func (s *Stage) functions(p parameters) error {
 		logs := awslogs.NewLogGroup(s.Stack, jsii.String(id(name)+"Logs"), &awslogs.LogGroupProps{
 			LogGroupName:  jsii.String("/aws/lambda/" + s.functionName(name)),
 			Retention:     s.Props.LogRetention,
-			RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+			RemovalPolicy: dataRemoval,
 		})
 		s.LogGroups[name] = logs
 		s.Functions[name] = awslambda.NewFunction(s.Stack, jsii.String(id(name)), &awslambda.FunctionProps{
@@ -305,6 +345,8 @@ func (s *Stage) functions(p parameters) error {
 			Environment:  &spec.env,
 			LogGroup:     logs,
 			Role:         s.role(name),
+			// The consumers' concurrency is reserved, the APIs' capped (docs/aws.md).
+			ReservedConcurrentExecutions: jsii.Number(float64(s.Props.Concurrency[name])),
 		})
 	}
 	// The command API creates each new tenant's mappings to the two consumers.
