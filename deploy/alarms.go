@@ -17,6 +17,9 @@ import (
 const (
 	logDeadLettered = "record dead-lettered*"
 	logParked       = "keycloak realm failing: tenant parked*"
+	// internal/mappings.LogNotPolling and LogChecked, of the command API's check-mappings.
+	logNotPolling     = "event source mapping not polling"
+	logMappingChecked = "event source mappings checked"
 )
 
 // iteratorAgeLimit is how far behind its stream a consumer may fall before someone looks:
@@ -109,6 +112,28 @@ func (s *Stage) alarms() {
 		streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 			Title: jsii.String(service + ": iterator age (ms) and dead letters"), Left: &[]awscloudwatch.IMetric{age}, Right: &[]awscloudwatch.IMetric{dead}, Width: jsii.Number(8)}))
 	}
+	// A consumer that stops polling (its mapping disabled, or its poller failing) publishes
+	// no IteratorAge at all, and an idle stage none either, so missing iterator age cannot
+	// be an alarm: the command API's scheduled check-mappings reads every mapping's state,
+	// logs each that does not poll, and logs each check; no check for 15 minutes alarms too.
+	notPolling := counted(CommandAPI, "MappingsNotPolling", logNotPolling)
+	checks := counted(CommandAPI, "MappingChecks", logMappingChecked)
+	missed := awscloudwatch.NewAlarm(s.Stack, jsii.String("MappingCheckMissing"), &awscloudwatch.AlarmProps{
+		AlarmName:          jsii.String(s.alarmName("MappingCheckMissing")),
+		AlarmDescription:   jsii.String("no check of the event source mappings ran for 15 minutes (command-api's check-mappings schedule): whether the consumers poll is unknown"),
+		Metric:             checks,
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(3),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
+	})
+	missed.AddAlarmAction(action)
+	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+		alarm("MappingsNotPolling", "an event source mapping does not poll its stream (disabled, or its poller reports a PROBLEM): its tenant's views or realm fall behind in silence; the command API's log names it", notPolling, 1, 1),
+		missed,
+	})
+	streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String("event source mappings: not polling, checks"), Left: &[]awscloudwatch.IMetric{notPolling, checks}, Width: jsii.Number(8)}))
 	parked := counted(KeycloakSync, "ParkedTenants", logParked)
 	failures := s.StreamFailures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five})
 	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{

@@ -71,6 +71,7 @@ var schedules = []struct {
 	every         float64 // minutes
 }{
 	{CommandAPI, "resume-provisioning", 1},
+	{CommandAPI, "check-mappings", 5},
 	{KeycloakSync, "reconcile", 15},
 	{KeycloakSync, "redrive-dead-letters", 1},
 	{Projector, "redrive-dead-letters", 15},

@@ -365,6 +365,7 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 		"CommandApiErrors": "Errors", "QueryApiErrors": "Errors", "ProjectorErrors": "Errors", "KeycloakSyncErrors": "Errors",
 		"CommandApiThrottles": "Throttles", "QueryApiThrottles": "Throttles", "ProjectorThrottles": "Throttles", "KeycloakSyncThrottles": "Throttles",
 		"ThrottledConfig": "", "ThrottledIdempotency": "",
+		"MappingsNotPolling": "MappingsNotPolling", "MappingCheckMissing": "MappingChecks",
 	} {
 		p, ok := byName["ssodir-prod-"+name]
 		if !ok {
@@ -375,7 +376,14 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 			t.Errorf("%s: metric %v, want %s", name, p["MetricName"], metric)
 		}
 	}
-	for _, m := range []string{"DeadLetters", "ParkedTenants"} {
+	// Missing data: an idle stage publishes no IteratorAge (not breaching), but the mapping
+	// check must run (breaching).
+	for name, want := range map[string]string{"ProjectorIteratorAge": "notBreaching", "MappingCheckMissing": "breaching", "MappingsNotPolling": "notBreaching"} {
+		if got := byName["ssodir-prod-"+name]["TreatMissingData"]; got != want {
+			t.Errorf("%s: missing data %v, want %s", name, got, want)
+		}
+	}
+	for _, m := range []string{"DeadLetters", "ParkedTenants", "MappingsNotPolling", "MappingChecks"} {
 		has(t, m+" metric filter", func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::Logs::MetricFilter"), map[string]any{
 				"MetricTransformations": []any{assertions.Match_ObjectLike(&map[string]any{"MetricName": m, "MetricNamespace": "ssodir/prod"})}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -31,11 +32,19 @@ func runLambda(ctx context.Context, cfg config.CommandAPI, log *zap.Logger, e *e
 		return err
 	}
 	tenants := dynamo.NewTenantStore(clients.DB, dynamo.Names{Prefix: cfg.TablePrefix}).WithTableSettings(process.TableSettings(cfg.Common))
+	tasks := map[string]func(context.Context) error{}
 	if cfg.Lambda.Enabled() {
-		tenants.WithMappings(process.NewMappings(clients.AWS, cfg.Lambda, log))
+		m := process.NewMappings(clients.AWS, cfg.Lambda, log)
+		tenants.WithMappings(m)
+		// A consumer whose mapping stopped polling publishes no IteratorAge: this check,
+		// on a schedule, logs each one (deploy/ alarms on the lines).
+		tasks["check-mappings"] = func(ctx context.Context) error {
+			_, err := m.Check(ctx)
+			return err
+		}
 	}
 	provision := commands.NewProvisionTenantHandler(tenants, box, time.Now)
-	lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log, Tasks: map[string]func(context.Context) error{
+	maps.Copy(tasks, map[string]func(context.Context) error{
 		"resume-provisioning": func(ctx context.Context) error {
 			recs, err := tenants.ProvisioningTenants(ctx)
 			if err != nil {
@@ -51,6 +60,7 @@ func runLambda(ctx context.Context, cfg config.CommandAPI, log *zap.Logger, e *e
 			}
 			return errors.Join(failed...)
 		},
-	}})
+	})
+	lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log, Tasks: tasks})
 	return nil
 }

@@ -38,6 +38,9 @@ type Mapping struct {
 	MaximumRecordAgeInSeconds      int
 	MaximumBatchingWindowInSeconds int
 	OnFailure                      string
+	// State and LastProcessingResult are what List reports (default Enabled, none): set
+	// them with SetState to play a mapping that stopped polling.
+	State, LastProcessingResult string
 }
 
 // Fake is the control plane; URL is its endpoint (AWS_ENDPOINT_URL_LAMBDA).
@@ -213,7 +216,15 @@ func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
 	}{EventSourceMappings: []map[string]any{}}
 	end := min(start+size, len(all))
 	for _, m := range all[min(start, len(all)):end] {
-		out.EventSourceMappings = append(out.EventSourceMappings, wire(m, "Enabled"))
+		state := m.State
+		if state == "" {
+			state = "Enabled"
+		}
+		w := wire(m, state)
+		if m.LastProcessingResult != "" {
+			w["LastProcessingResult"] = m.LastProcessingResult
+		}
+		out.EventSourceMappings = append(out.EventSourceMappings, w)
 	}
 	if end < len(all) {
 		out.NextMarker = strconv.Itoa(end)
