@@ -85,6 +85,9 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, fmt.Errorf("decode the HTTP request event: %w", err)
 		}
+		if resp, ok := notServed(req); ok {
+			return json.Marshal(resp)
+		}
 		if f.http == nil {
 			f.http = echoadapter.NewV2(f.HTTP)
 		}
