@@ -40,15 +40,20 @@ build:
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES)) ./cmd/ssodirctl
 
 # Each service as a Lambda function (provided.al2023): bin/lambda/<service>-<arch>.zip,
-# each holding one executable named bootstrap (docs/aws.md, "Lambda mode").
-lambda:
+# each holding one executable named bootstrap (docs/aws.md, "Lambda mode"). A zip is built
+# again when a Go source, go.mod or go.sum is newer; `make lambda LAMBDA_ARCHS=arm64` builds
+# only what a stage deploys (deploy/ runs that).
+LAMBDA_ZIPS = $(foreach arch,$(LAMBDA_ARCHS),$(foreach svc,$(SERVICES),$(LAMBDA_DIR)/$(svc)-$(arch).zip))
+LAMBDA_SOURCES := $(shell find cmd internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+
+lambda: $(LAMBDA_ZIPS)
+
+$(LAMBDA_DIR)/%.zip: $(LAMBDA_SOURCES)
 	@mkdir -p $(LAMBDA_DIR)
-	@set -e; for arch in $(LAMBDA_ARCHS); do for svc in $(SERVICES); do \
-		dir=$$(mktemp -d); \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags lambda.norpc -trimpath -ldflags=-s -o $$dir/bootstrap ./cmd/$$svc; \
-		rm -f $(LAMBDA_DIR)/$$svc-$$arch.zip; (cd $$dir && zip -q -X $(CURDIR)/$(LAMBDA_DIR)/$$svc-$$arch.zip bootstrap); \
-		rm -rf $$dir; echo "$(LAMBDA_DIR)/$$svc-$$arch.zip"; \
-	done; done
+	@set -e; stem=$*; svc=$${stem%-*}; arch=$${stem##*-}; dir=$$(mktemp -d); \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags lambda.norpc -trimpath -ldflags=-s -o $$dir/bootstrap ./cmd/$$svc; \
+	rm -f $@; (cd $$dir && zip -q -X $(abspath $@) bootstrap); \
+	rm -rf $$dir; echo "$@"
 
 # Starts DynamoDB Local, the four services and a demo tenant; Ctrl-C stops everything.
 # The tables stay in .data/dynamodb/ for the next run; run-clean starts without them.

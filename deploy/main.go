@@ -17,6 +17,9 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
+// defaultAssets is where `make lambda` puts the zips, from deploy/.
+var defaultAssets = filepath.Join("..", "bin", "lambda")
+
 func main() {
 	defer jsii.Close()
 	if err := run(); err != nil {
@@ -28,7 +31,7 @@ func main() {
 func run() error {
 	app := awscdk.NewApp(nil)
 	stage := contextString(app, "stage", "")
-	assets := contextString(app, "assets", filepath.Join("..", "bin", "lambda"))
+	assets := contextString(app, "assets", defaultAssets)
 	if err := ensureAssets(assets); err != nil {
 		return err
 	}
@@ -73,19 +76,22 @@ func contextString(app awscdk.App, key, def string) string {
 	return def
 }
 
-// ensureAssets builds the functions' zips (make lambda, at the repository's root) when one
-// is missing, so that `cdk synth` works on a fresh clone.
+// ensureAssets builds the functions' arm64 zips (make lambda, at the repository's root)
+// when the assets are the repository's own: make builds again only what a Go source changed
+// since, so `cdk synth` never packages a stale binary, and works on a fresh clone. Zips given
+// elsewhere (-c assets=…) are taken as they are.
 func ensureAssets(dir string) error {
-	for _, service := range Services {
-		if _, err := os.Stat(filepath.Join(dir, service+"-arm64.zip")); err == nil {
-			continue
-		}
-		cmd := exec.Command("make", "-C", "..", "lambda")
+	if dir == defaultAssets {
+		cmd := exec.Command("make", "-s", "-C", "..", "lambda", "LAMBDA_ARCHS=arm64")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s-arm64.zip is missing in %s and `make lambda` failed: %w", service, dir, err)
+			return fmt.Errorf("`make lambda LAMBDA_ARCHS=arm64` failed: %w", err)
 		}
-		return nil
+	}
+	for _, service := range Services {
+		if _, err := os.Stat(filepath.Join(dir, service+"-arm64.zip")); err != nil {
+			return fmt.Errorf("%s-arm64.zip: %w", service, err)
+		}
 	}
 	return nil
 }
