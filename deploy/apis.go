@@ -22,7 +22,7 @@ const (
 
 // HTTP APIs carry the two services; every route goes to the function (the services
 // authenticate each request themselves: OIDC JWTs, SCIM tokens, and the open routes of
-// API.md — /healthz, /readyz, /metrics, /openapi.json, /console/).
+// API.md — /healthz, /readyz, /openapi.json, /console/; the functions do not serve /metrics).
 func (s *Stage) apis() {
 	query, command := s.httpAPI(QueryAPI), s.httpAPI(CommandAPI)
 	s.QueryURL, s.CommandURL = query.Url(), command.Url()

@@ -50,7 +50,8 @@ func (s *Stage) suppressions() {
 		cdknag.NagSuppressions_AddResourceSuppressions(s.APIs[service], &[]*cdknag.NagPackSuppression{{
 			Id: jsii.String("AwsSolutions-APIG4"),
 			Reason: jsii.String("The service authorises every request itself (API.md, Authentication): OIDC JWTs with scopes and tenants, " +
-				"and tenants' SCIM tokens, which an API Gateway authorizer cannot check; /healthz, /readyz, /metrics, /openapi.json and /console/ are open by contract."),
+				"and tenants' SCIM tokens, which an API Gateway authorizer cannot check; /healthz, /readyz, /openapi.json and /console/ are open by contract " +
+				"(/metrics is not served by the functions: internal/lambdafn)."),
 		}}, jsii.Bool(true))
 	}
 }
