@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm"
 	"github.com/ssodir/ssodir/internal/keycloaksync"
 	"github.com/ssodir/ssodir/internal/lambdafn"
 	"github.com/ssodir/ssodir/internal/process"
-	"github.com/ssodir/ssodir/internal/streams"
 )
 
 // reconcileConcurrency bounds the realms one scheduled reconcile works on at once: a
@@ -34,7 +34,7 @@ func (a *app) lambda(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
-	dl := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer)
+	dl := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer)
 	lambdafn.Start(&lambdafn.Function{
 		Log: a.log,
 		// A membership can come before its user exists in Keycloak (another aggregate,
