@@ -21,8 +21,9 @@ type RedriveResult struct {
 	// stay in place. It keeps the first MaxFailedKept; FailedCount counts them all.
 	Failed      []Letter
 	FailedCount int
-	// More says the time budget ran out before every aggregate was tried: the next Redrive
-	// of the same filter starts where this one stopped, so every aggregate gets its turn.
+	// More says the time budget ran out before the end of the aggregates was reached: the
+	// next Redrive of the same filter starts where this one stopped (and wraps around after
+	// the last), so every aggregate gets its turn however many keep failing.
 	More bool
 }
 
@@ -50,8 +51,8 @@ const (
 // It reads the markers a page at a time and an aggregate's dead letters a few at a time,
 // so its memory does not grow with the store. It stops starting aggregates once budget
 // has passed (0: no budget of its own) or ctx's deadline is near, and says More; the next
-// Redrive of f goes on from there and wraps around. It returns an error only when the
-// store itself fails or ctx ends.
+// Redrive of f goes on from there to the last aggregate, and the one after it starts from
+// the first again. It returns an error only when the store itself fails or ctx ends.
 func (s *Store) Redrive(ctx context.Context, f Filter, apply func(context.Context, streams.Record) error, budget time.Duration) (RedriveResult, error) {
 	var res RedriveResult
 	prefix, err := f.prefix()
@@ -64,20 +65,17 @@ func (s *Store) Redrive(ctx context.Context, f Filter, apply func(context.Contex
 	if err != nil {
 		return res, err
 	}
-	lo, hi := prefix+keyFloor, prefix+keyCeiling
-	passes := [][2]string{{lo, hi}}
+	lo := prefix + keyFloor
 	if cursor != "" {
-		passes = [][2]string{{cursor, hi}, {lo, cursor}}
+		lo = cursor
 	}
-	for i, pass := range passes {
-		stopAt, err := s.redriveRange(ctx, pass[0], pass[1], i > 0 && cursor != "", cursor, apply, deadline, &res)
-		if err != nil {
-			return res, err
-		}
-		if stopAt != "" {
-			res.More = true
-			return res, s.writeCursor(ctx, cursorKey, stopAt)
-		}
+	stopAt, err := s.redriveRange(ctx, lo, prefix+keyCeiling, apply, deadline, &res)
+	if err != nil {
+		return res, err
+	}
+	if stopAt != "" {
+		res.More = true
+		return res, s.writeCursor(ctx, cursorKey, stopAt)
 	}
 	if cursor != "" {
 		return res, s.writeCursor(ctx, cursorKey, "")
@@ -105,10 +103,9 @@ func (s *Store) pastDeadline(deadline time.Time) bool {
 	return !deadline.IsZero() && !s.now().Before(deadline)
 }
 
-// redriveRange re-drives the aggregates whose markers lie in [lo, hi] (skipping skip when
-// skipCursor), a page of markers at a time; it returns the marker key to start from next
-// time when the deadline stopped it.
-func (s *Store) redriveRange(ctx context.Context, lo, hi string, skipCursor bool, skip string, apply func(context.Context, streams.Record) error, deadline time.Time, res *RedriveResult) (string, error) {
+// redriveRange re-drives the aggregates whose markers lie in [lo, hi], a page of markers
+// at a time; it returns the marker key to start from next time when the deadline stopped it.
+func (s *Store) redriveRange(ctx context.Context, lo, hi string, apply func(context.Context, streams.Record) error, deadline time.Time, res *RedriveResult) (string, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                aws.String(s.table),
 		KeyConditionExpression:   aws.String("#c = :c AND #k BETWEEN :lo AND :hi"),
@@ -128,9 +125,6 @@ func (s *Store) redriveRange(ctx context.Context, lo, hi string, skipCursor bool
 		}
 		for _, item := range page.Items {
 			k := getS(item, attrEntryKey)
-			if skipCursor && k == skip {
-				continue
-			}
 			if s.pastDeadline(deadline) {
 				return k, nil
 			}
