@@ -35,8 +35,15 @@ func (a *app) lambda(ctx context.Context) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	dl := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer)
+	// Records the mappings give up on reconcile their tenant at once.
+	discards, err := esm.NewRecovery(esm.Recovery{Consumer: consumer, Labels: a.names.ParseCommands, OnGap: a.onGap,
+		Log: a.log.Named("esm")}, nil)
+	if err != nil {
+		return err
+	}
 	lambdafn.Start(&lambdafn.Function{
-		Log: a.log,
+		Discards: discards,
+		Log:      a.log,
 		// A membership can come before its user exists in Keycloak (another aggregate,
 		// synced beside it): more attempts than the projector before a dead letter.
 		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,

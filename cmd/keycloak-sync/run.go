@@ -139,6 +139,19 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 
 func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 
+// onGap repairs a gap in what was synced (stream data lost, or records an event source
+// mapping gave up on) by a full reconcile of the tenant, at once.
+func (a *app) onGap(ctx context.Context, gap streams.Gap) error {
+	a.log.Error("stream data lost before it was synced: reconciling the tenant",
+		zap.String("tenant", gap.Stream.System+"/"+gap.Stream.Tenant), zap.String("shard", gap.ShardID), zap.String("reason", gap.Reason))
+	rows, err := a.reconciler.Tenants(ctx, gap.Stream.System, gap.Stream.Tenant)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	_, err = a.reconciler.Tenant(ctx, rows[0], keycloaksync.Options{})
+	return err
+}
+
 func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -153,17 +166,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	sub, err := streams.NewSubscriber(streams.Config{
 		Consumer: consumer, LeaseTable: leases, DeadLetters: dl,
 		Source: dynamo.NewTenantStreams(a.tenants), Streams: a.clients.Streams, DB: a.clients.DB,
-		// A gap in the stream is repaired by a full reconcile of the tenant.
-		OnGap: func(ctx context.Context, gap streams.Gap) error {
-			a.log.Error("stream data lost before it was synced: reconciling the tenant",
-				zap.String("tenant", gap.Stream.System+"/"+gap.Stream.Tenant), zap.String("shard", gap.ShardID))
-			rows, err := a.reconciler.Tenants(ctx, gap.Stream.System, gap.Stream.Tenant)
-			if err != nil || len(rows) == 0 {
-				return err
-			}
-			_, err = a.reconciler.Tenant(ctx, rows[0], keycloaksync.Options{})
-			return err
-		},
+		OnGap:  a.onGap,
 		Logger: a.log, Registerer: a.reg, TimestampAttribute: "recorded_at_ms", LeaseDuration: a.cfg.LeaseDuration,
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,

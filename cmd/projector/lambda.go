@@ -19,8 +19,15 @@ func (a *app) lambda(ctx context.Context) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	dl := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer)
+	// Records the mappings give up on mark their tenant for replay, as a stream gap does.
+	discards, err := esm.NewRecovery(esm.Recovery{Consumer: consumer, Labels: a.names.ParseCommands, OnGap: a.handler.OnGap,
+		Log: a.log.Named("esm")}, nil)
+	if err != nil {
+		return err
+	}
 	lambdafn.Start(&lambdafn.Function{
-		Log: a.log,
+		Discards: discards,
+		Log:      a.log,
 		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,
 			Log: a.log.Named("esm")}),
 		Tasks: map[string]func(context.Context) error{
