@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm"
 	"github.com/ssodir/ssodir/internal/keycloaksync"
 	"github.com/ssodir/ssodir/internal/lambdafn"
 	"github.com/ssodir/ssodir/internal/process"
-	"github.com/ssodir/ssodir/internal/streams"
 )
 
 // reconcileConcurrency bounds the realms one scheduled reconcile works on at once: a
@@ -34,9 +34,16 @@ func (a *app) lambda(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
-	dl := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer)
+	dl := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer)
+	// Records the mappings give up on reconcile their tenant at once.
+	discards, err := esm.NewRecovery(esm.Recovery{Consumer: consumer, Labels: a.names.ParseCommands, OnGap: a.onGap,
+		Log: a.log.Named("esm")}, nil)
+	if err != nil {
+		return err
+	}
 	lambdafn.Start(&lambdafn.Function{
-		Log: a.log,
+		Discards: discards,
+		Log:      a.log,
 		// A membership can come before its user exists in Keycloak (another aggregate,
 		// synced beside it): more attempts than the projector before a dead letter.
 		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,

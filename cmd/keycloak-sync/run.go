@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
@@ -129,7 +130,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		}
 		return a.reconcile(ctx, args[1:], stdout)
 	case "dead-letters":
-		return streams.DeadLetterCommand(ctx, args[1:], stdout, streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
+		return deadletters.Command(ctx, args[1:], stdout, deadletters.New(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
 	case "status":
 		return a.status(ctx, args[1:], stdout)
 	}
@@ -137,6 +138,19 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 }
 
 func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
+
+// onGap repairs a gap in what was synced (stream data lost, or records an event source
+// mapping gave up on) by a full reconcile of the tenant, at once.
+func (a *app) onGap(ctx context.Context, gap streams.Gap) error {
+	a.log.Error("stream data lost before it was synced: reconciling the tenant",
+		zap.String("tenant", gap.Stream.System+"/"+gap.Stream.Tenant), zap.String("shard", gap.ShardID), zap.String("reason", gap.Reason))
+	rows, err := a.reconciler.Tenants(ctx, gap.Stream.System, gap.Stream.Tenant)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	_, err = a.reconciler.Tenant(ctx, rows[0], keycloaksync.Options{})
+	return err
+}
 
 func (a *app) serve(ctx context.Context, onListen listening) error {
 	leases, deadLetters := a.names.StreamLeases(), a.deadLetterTable()
@@ -148,20 +162,11 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	if err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
+	dl := deadletters.New(a.clients.DB, deadLetters, consumer)
 	sub, err := streams.NewSubscriber(streams.Config{
-		Consumer: consumer, LeaseTable: leases, DeadLetterTable: deadLetters,
+		Consumer: consumer, LeaseTable: leases, DeadLetters: dl,
 		Source: dynamo.NewTenantStreams(a.tenants), Streams: a.clients.Streams, DB: a.clients.DB,
-		// A gap in the stream is repaired by a full reconcile of the tenant.
-		OnGap: func(ctx context.Context, gap streams.Gap) error {
-			a.log.Error("stream data lost before it was synced: reconciling the tenant",
-				zap.String("tenant", gap.Stream.System+"/"+gap.Stream.Tenant), zap.String("shard", gap.ShardID))
-			rows, err := a.reconciler.Tenants(ctx, gap.Stream.System, gap.Stream.Tenant)
-			if err != nil || len(rows) == 0 {
-				return err
-			}
-			_, err = a.reconciler.Tenant(ctx, rows[0], keycloaksync.Options{})
-			return err
-		},
+		OnGap:  a.onGap,
 		Logger: a.log, Registerer: a.reg, TimestampAttribute: "recorded_at_ms", LeaseDuration: a.cfg.LeaseDuration,
 		// New tenants start projecting within seconds; the Config table is small.
 		SourceInterval: 2 * time.Second,
@@ -185,7 +190,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		OnListen: onListen, CORSOrigins: a.cfg.CORSOrigins,
 		Background: []func(context.Context){
 			func(ctx context.Context) { a.reconciler.Loop(ctx, a.cfg.ReconcileInterval) },
-			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, sub.DeadLetters(), a.handler, a.log) },
+			func(ctx context.Context) { keycloaksync.RedriveLoop(ctx, dl, a.handler, a.log) },
 			// A stopping process clears its parks in the status rows; one that dies lets
 			// them lapse (parked_until).
 			func(ctx context.Context) { <-ctx.Done(); a.health.Release(context.WithoutCancel(ctx)) },

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
-	"github.com/ssodir/ssodir/internal/streams"
 )
 
 // tenantStatus is one line of `keycloak-sync status`.
@@ -67,14 +67,14 @@ func (a *app) status(ctx context.Context, args []string, stdout io.Writer) error
 	for _, r := range recorded {
 		byTenant[r.SystemID+"/"+r.TenantID] = r
 	}
-	letters, err := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer).List(ctx,
-		streams.DeadLetterFilter{System: *system, Tenant: *tenant})
+	counts, err := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer).Counts(ctx,
+		deadletters.Filter{System: *system, Tenant: *tenant})
 	if err != nil && !dynamo.IsTableMissing(err) {
 		return err
 	}
 	dead := map[string]int{}
-	for _, l := range letters {
-		dead[l.System+"/"+l.Tenant]++
+	for t, n := range counts {
+		dead[t.System+"/"+t.Tenant] = n
 	}
 	var out []tenantStatus
 	for _, row := range rows {

@@ -6,9 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/esm"
 	"github.com/ssodir/ssodir/internal/lambdafn"
-	"github.com/ssodir/ssodir/internal/streams"
 )
 
 // lambda runs the projector as a Lambda function (docs/aws.md, "Lambda mode"): the
@@ -18,16 +18,26 @@ func (a *app) lambda(ctx context.Context) error {
 	if err := a.ensureTables(ctx); err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
-	dl := streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer)
+	dl := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer)
+	// Records the mappings give up on mark their tenant for replay, as a stream gap does.
+	discards, err := esm.NewRecovery(esm.Recovery{Consumer: consumer, Labels: a.names.ParseCommands, OnGap: a.handler.OnGap,
+		Log: a.log.Named("esm")}, nil)
+	if err != nil {
+		return err
+	}
 	lambdafn.Start(&lambdafn.Function{
-		Log: a.log,
+		Discards: discards,
+		Log:      a.log,
 		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,
 			Log: a.log.Named("esm")}),
 		Tasks: map[string]func(context.Context) error{
 			"redrive-dead-letters": func(ctx context.Context) error {
-				res, err := dl.Redrive(ctx, streams.DeadLetterFilter{}, a.handler.Apply)
-				if err == nil && (res.Applied > 0 || len(res.Failed) > 0) {
-					a.log.Info("dead letters re-driven", zap.Int("applied", res.Applied), zap.Int("still_failing", len(res.Failed)))
+				// Within the invocation's time (less a margin); the next run goes on from
+				// where this one stopped.
+				res, err := dl.Redrive(ctx, deadletters.Filter{}, a.handler.Apply, 0)
+				if err == nil && (res.Applied > 0 || res.FailedCount > 0) {
+					a.log.Info("dead letters re-driven", zap.Int("applied", res.Applied), zap.Int("still_failing", res.FailedCount),
+						zap.Bool("more", res.More))
 				}
 				return err
 			},

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/config"
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
@@ -153,7 +154,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 			return ""
 		},
 		LeaseTable:         a.leaseTable(),
-		DeadLetterTable:    a.deadLetterTable(),
+		DeadLetters:        deadletters.New(a.clients.DB, a.deadLetterTable(), consumer),
 		Source:             dynamo.NewTenantStreams(a.tenants),
 		Streams:            a.clients.Streams,
 		DB:                 a.clients.DB,
@@ -232,5 +233,5 @@ func (a *app) deadLetters(ctx context.Context, args []string, stdout io.Writer) 
 	if err := a.ensureTables(ctx); err != nil {
 		return err
 	}
-	return streams.DeadLetterCommand(ctx, args, stdout, streams.NewDeadLetters(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
+	return deadletters.Command(ctx, args, stdout, deadletters.New(a.clients.DB, a.deadLetterTable(), consumer), a.handler.Apply)
 }

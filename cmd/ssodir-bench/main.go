@@ -49,6 +49,7 @@ var scenarios = []scenario{
 	{"tenants", benchTenants},
 	{"capacity", benchCapacity},
 	{"erasure", benchErasure},
+	{"deadletters", benchDeadLetters},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

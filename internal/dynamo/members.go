@@ -125,7 +125,9 @@ const membersWriteConcurrency = 4
 // WriteMembers writes a members change's items with BatchWriteItem, 25 a request, up to
 // membersWriteConcurrency requests at a time: the added users' group pointers, then their
 // memberships, then the removed memberships with their pointers. Each phase ends before
-// the next starts, so that a membership is never there without its pointer.
+// the next starts, so that a membership is never there without its pointer. before is
+// called before every request, each retry included (the lease guard of a members change:
+// a retry must not go out after the lease could have run out).
 func (s *CommandStore) WriteMembers(ctx context.Context, t commands.Tenant, w commands.MembersWrite, before func(context.Context) error) error {
 	at := str(FormatTime(w.At))
 	var pointers, members, removals []types.WriteRequest
@@ -153,12 +155,7 @@ func (s *CommandStore) WriteMembers(ctx context.Context, t commands.Tenant, w co
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(membersWriteConcurrency)
 		for batch := range slices.Chunk(phase, 25) {
-			g.Go(func() error {
-				if err := before(gctx); err != nil {
-					return err
-				}
-				return BatchWrite(gctx, s.db, table, batch)
-			})
+			g.Go(func() error { return batchWriteGuarded(gctx, s.db, table, batch, before) })
 		}
 		if err := g.Wait(); err != nil {
 			return fmt.Errorf("write members of %s v%d: %w", w.GroupKey, w.Version, err)
@@ -229,6 +226,41 @@ func (s *CommandStore) FinishMembers(ctx context.Context, t commands.Tenant, gro
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return fmt.Errorf("finish members change of %s v%d: %w", groupKey, l.Version, notFoundTenant(err))
+	}
+	return nil
+}
+
+// guardedRetries bounds the tries of one guarded request (throttled, unavailable or with
+// items left unprocessed).
+const guardedRetries = 10
+
+// batchWriteGuarded writes up to 25 requests like BatchWrite, calling guard before every
+// request: the SDK's own retries are off for it (each would be a request the guard did not
+// see), and throttling, unavailability and unprocessed items are retried here instead.
+func batchWriteGuarded(ctx context.Context, db *dynamodb.Client, table string, batch []types.WriteRequest, guard func(context.Context) error) error {
+	for attempt := 0; len(batch) > 0; attempt++ {
+		if err := guard(ctx); err != nil {
+			return err
+		}
+		out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: batch}},
+			func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+		switch {
+		case err != nil && (!isUnavailable(err) || attempt >= guardedRetries || ctx.Err() != nil):
+			return fmt.Errorf("batch write %s: %w", table, translate(err))
+		case err == nil:
+			batch = out.UnprocessedItems[table]
+			if len(batch) > 0 && attempt >= guardedRetries {
+				return apperr.Unavailable(fmt.Errorf("batch write %s: %d items unprocessed", table, len(batch)), retryAfter)
+			}
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+		}
 	}
 	return nil
 }

@@ -14,8 +14,9 @@ import (
 type StreamMappings interface {
 	// Ensure makes the stream's mappings, keeping those that exist.
 	Ensure(ctx context.Context, streamARN string) error
-	// Remove deletes the mappings of every stream the table had.
-	Remove(ctx context.Context, table string) error
+	// Remove deletes the mappings of the given streams (those of one incarnation of a
+	// tenant's table: never matched by the table's name, which a newer incarnation shares).
+	Remove(ctx context.Context, streamARNs ...string) error
 }
 
 // WithMappings has provisioning map each new tenant's stream to the consumer functions,
@@ -44,11 +45,13 @@ func (s *TenantStore) ensureMappings(ctx context.Context, system, tenant string)
 	return s.mappings.Ensure(ctx, arn)
 }
 
-func (s *TenantStore) removeMappings(ctx context.Context, system, tenant string) error {
-	if s.mappings == nil {
+// removeMappings deletes the mappings of the stream an incarnation of the tenant noted in
+// its row (none noted: its provisioning made none, for mappings follow the note).
+func (s *TenantStore) removeMappings(ctx context.Context, streamARN string) error {
+	if s.mappings == nil || streamARN == "" {
 		return nil
 	}
-	return s.mappings.Remove(ctx, s.names.Commands(system, tenant))
+	return s.mappings.Remove(ctx, streamARN)
 }
 
 // ParseCommands reads the system and tenant from a tenant's write table name (the

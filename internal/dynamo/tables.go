@@ -247,7 +247,8 @@ func EnsureSystemTables(ctx context.Context, db *dynamodb.Client, set TableSetti
 
 // StreamTables are the stream consumers' lease and dead-letter tables.
 func StreamTables(leases, deadLetters string) []TableSpec {
-	return []TableSpec{{Input: streams.LeaseTableInput(leases)}, {Input: streams.DeadLetterTableInput(deadLetters)}}
+	// Attempt counts in the dead-letter table expire (internal/deadletters, "expires_at").
+	return []TableSpec{{Input: streams.LeaseTableInput(leases)}, {Input: streams.DeadLetterTableInput(deadLetters), TTLAttr: "expires_at"}}
 }
 
 // EnsureTable creates the table unless it exists, waits until it is active and enables its

@@ -180,13 +180,16 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string, createdAt time.Time) error {
 	key := map[string]types.AttributeValue{"system_id": str(system), "tenant_id": str(tenant)}
 	created := str(FormatTime(createdAt))
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	marked, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.names.Config()),
 		Key:                       key,
 		UpdateExpression:          aws.String("SET #st = :d, updated_at = :u, row_version = row_version + :one"),
 		ConditionExpression:       aws.String("#st IN (:p, :d) AND created_at = :c"),
 		ExpressionAttributeNames:  map[string]string{"#st": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(TenantProvisioning), ":d": str(TenantDropping), ":u": str(FormatTime(time.Now())), ":one": num(1), ":c": created},
+		// The stream this incarnation noted, read in the same step that claims the row: a
+		// drop that resumes late must not take the mappings of a newer incarnation.
+		ReturnValues: types.ReturnValueAllNew,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -198,9 +201,9 @@ func (s *TenantStore) DropTenant(ctx context.Context, system, tenant string, cre
 	if err != nil {
 		return fmt.Errorf("mark tenant %s/%s dropping: %w", system, tenant, translate(err))
 	}
-	// The mappings of every stream the command table had go first: a mapping whose stream
-	// is gone would only fail on AWS's side.
-	if err := s.removeMappings(ctx, system, tenant); err != nil {
+	// The incarnation's mappings go first: a mapping whose stream is gone would only fail
+	// on AWS's side.
+	if err := s.removeMappings(ctx, getS(marked.Attributes, "commands_stream_arn")); err != nil {
 		return err
 	}
 	for _, spec := range s.tableSpecs(system, tenant) {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
@@ -475,8 +476,8 @@ func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *
 func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
 	agg := dynamo.UserID(subj.Username)
 	for _, c := range Consumers {
-		dls := streams.NewDeadLetters(x.db, x.names.DeadLetters(), c)
-		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *streams.DeadLetter) (bool, bool, error) {
+		dls := deadletters.New(x.db, x.names.DeadLetters(), c)
+		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *deadletters.Letter) (bool, bool, error) {
 			if dl.Aggregate == agg && !isErasureRecord(dl.Record) {
 				return true, false, nil
 			}

@@ -11,9 +11,14 @@
 //   - Other aggregates go on in the same invocation, so one failing aggregate holds the
 //     others back by at most ESM's retries of the batch.
 //   - A record that has failed MaxAttempts invocations becomes a dead letter in the
-//     consumer's dead-letter store, the one `dead-letters list|redrive` reads, and the
-//     stream moves on; later records of its aggregate are parked behind it there, keeping
-//     the order until it is re-driven.
+//     consumer's dead-letter store (internal/deadletters), the one `dead-letters
+//     list|redrive` reads, and the stream moves on; later records of its aggregate are
+//     parked behind it there, keeping the order until it is re-driven. A failure that
+//     says "later" (the handler parked its tenant, or the store answered unavailable or
+//     throttled) is not an attempt: the batch comes again without counting it.
+//   - What a batch reads of the store before it applies anything is one BatchGetItem of
+//     small items per 50 aggregates (their dead-letter markers and attempt counts),
+//     whatever the number of dead letters.
 //
 // Attribute values are converted by the SDK (attributevalue.UnmarshalMapJSON over the
 // event's DynamoDB JSON), not by hand.
@@ -33,6 +38,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/mappings"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -41,8 +48,8 @@ import (
 type Config struct {
 	// Labels reads a tenant's system and tenant ids from its write table's name.
 	Labels func(table string) (system, tenant string, ok bool)
-	// DeadLetters is the consumer's dead-letter store (streams.NewDeadLetters).
-	DeadLetters *streams.DeadLetters
+	// DeadLetters is the consumer's dead-letter store (deadletters.New).
+	DeadLetters *deadletters.Store
 	// Handle is the consumer's watermill handler, the one the long-running consumer runs.
 	Handle message.NoPublishHandlerFunc
 	// MaxAttempts is how many invocations a record may fail before it becomes a dead
@@ -102,7 +109,7 @@ func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 	type group struct{ entries []entry }
 	var order []string
 	groups := map[string]*group{}
-	tables := map[[3]string]bool{}
+	aggs := map[string][]deadletters.Aggregate{} // by stream ARN (a batch is one shard: one stream)
 	for _, r := range ev.Records {
 		e := b.convert(r)
 		key := e.rec.StreamARN + "\x00" + e.rec.Aggregate
@@ -111,22 +118,20 @@ func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 			g = &group{}
 			groups[key] = g
 			order = append(order, key)
+			aggs[e.rec.StreamARN] = append(aggs[e.rec.StreamARN], aggregateOf(e.rec))
 		}
 		g.entries = append(g.entries, e)
-		tables[[3]string{e.rec.System, e.rec.Tenant, e.rec.Table}] = true
 	}
-	// Which aggregates have dead letters: one Query per table of the batch (a batch is
-	// one shard, so one table).
-	blocked := map[[4]string]bool{}
-	for t := range tables {
-		m, err := b.cfg.DeadLetters.BlockedAggregates(ctx, t[0], t[1], t[2])
+	// Which aggregates have dead letters, and which records carry a count of failed
+	// attempts: keyed reads of small items, whatever the store holds.
+	states := map[string]deadletters.BatchState{}
+	for arn, list := range aggs {
+		st, err := b.cfg.DeadLetters.Lookup(ctx, arn, list)
 		if err != nil {
 			// Nothing applied: the whole batch comes again.
 			return events.DynamoDBEventResponse{}, err
 		}
-		for agg := range m {
-			blocked[[4]string{t[0], t[1], t[2], agg}] = true
-		}
+		states[arn] = st
 	}
 
 	var (
@@ -138,13 +143,14 @@ func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 	for _, key := range order {
 		g := groups[key]
 		first := g.entries[0].rec
-		isBlocked := blocked[[4]string{first.System, first.Tenant, first.Table, first.Aggregate}]
+		st, a := states[first.StreamARN], aggregateOf(first)
+		behind, counted := st.Blocked[a], st.Attempts[a]
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			if seq, stopped := b.aggregate(ctx, g.entries, isBlocked, ev.Records[0].Change.SequenceNumber); stopped {
+			if seq, stopped := b.aggregate(ctx, g.entries, behind, counted); stopped {
 				mu.Lock()
 				failures = append(failures, seq)
 				mu.Unlock()
@@ -159,23 +165,17 @@ func (b *Batch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 	return resp, nil
 }
 
-// aggregate applies one aggregate's records in order; stopped reports the record at which
-// it stopped (its sequence number), to be delivered again.
-func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, batchStart string) (seq string, stopped bool) {
-	behind := ""
+func aggregateOf(r streams.Record) deadletters.Aggregate {
+	return deadletters.Aggregate{System: r.System, Tenant: r.Tenant, Table: r.Table, Aggregate: r.Aggregate}
+}
+
+// aggregate applies one aggregate's records in order; behind is the aggregate's first dead
+// letter, if it has one, and counted the failed attempts kept for one of its records.
+// stopped reports the record at which it stopped (its sequence number), to be delivered
+// again.
+func (b *Batch) aggregate(ctx context.Context, entries []entry, behind string, counted deadletters.Attempt) (seq string, stopped bool) {
 	for _, e := range entries {
 		r := e.rec
-		if blocked && behind == "" {
-			first, found, err := b.cfg.DeadLetters.FirstOf(ctx, r.System, r.Tenant, r.Table, r.Aggregate)
-			if err != nil {
-				b.cfg.Log.Warn("could not read the aggregate's dead letters", zap.String("aggregate", r.Aggregate), zap.Error(err))
-				return r.SequenceNumber, true
-			}
-			blocked = found
-			if found {
-				behind = first.SequenceNumber
-			}
-		}
 		if behind != "" {
 			if err := b.deadLetter(ctx, r, 0, "blocked behind "+behind, behind); err != nil {
 				return r.SequenceNumber, true
@@ -189,7 +189,7 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, ba
 			behind = r.SequenceNumber
 			continue
 		}
-		err := b.apply(ctx, r)
+		later, err := b.apply(ctx, r)
 		if errors.Is(err, errGivenUp) {
 			// The handler gave the record up (streams.GiveUp: a tenant parked too long):
 			// a dead letter now, as the long-running consumer makes it.
@@ -201,14 +201,18 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, ba
 			continue
 		}
 		if err == nil {
-			if r.SequenceNumber == batchStart {
-				// ESM restarts a shard at the lowest failed record, so the record that
-				// starts a batch is the one likely to carry a count from earlier
-				// invocations. (A count of another record that failed and then worked stays
-				// behind: a small item that List and Redrive never read.)
+			if counted.N > 0 && counted.SequenceNumber == r.SequenceNumber {
+				// It failed in an earlier invocation: its count must not make a later
+				// failure of a redelivery dead-letter early. (A count left by a failed
+				// delete expires.)
 				_ = b.cfg.DeadLetters.ForgetAttempts(ctx, r)
 			}
 			continue
+		}
+		if later {
+			b.cfg.Log.Warn("record waits: its downstream asked for later; not counted as an attempt", zap.String("aggregate", r.Aggregate),
+				zap.String("sequence_number", r.SequenceNumber), zap.Error(err))
+			return r.SequenceNumber, true
 		}
 		attempts, cerr := b.cfg.DeadLetters.NoteFailedAttempt(ctx, r)
 		if cerr != nil || attempts < b.cfg.MaxAttempts || ctx.Err() != nil {
@@ -231,26 +235,28 @@ var errGivenUp = errors.New("given up by its handler")
 // margin is the time an invocation keeps for storing a dead letter and answering.
 const margin = 3 * time.Second
 
-// apply runs the handler on r up to Tries times within the invocation's time.
-func (b *Batch) apply(ctx context.Context, r streams.Record) error {
-	var err error
+// apply runs the handler on r up to Tries times within the invocation's time. later says
+// that its last failure was the downstream asking for later (the handler parked its
+// tenant, or an unavailable or throttled store): no fault of the record's.
+func (b *Batch) apply(ctx context.Context, r streams.Record) (later bool, err error) {
 	pause := b.cfg.Backoff
 	for try := 1; ; try++ {
 		var msg *message.Message
 		msg, err = streams.NewRecordMessage(r)
 		if err != nil {
-			return err
+			return false, err
 		}
 		msg.SetContext(ctx)
 		err = b.handle(msg)
 		if err == nil {
-			return nil
+			return false, nil
 		}
 		if msg.Metadata.Get(streams.MetaGiveUp) != "" {
-			return fmt.Errorf("%w: %w", errGivenUp, err)
+			return false, fmt.Errorf("%w: %w", errGivenUp, err)
 		}
+		later = msg.Metadata.Get(streams.MetaParkUntil) != "" || apperr.KindOf(err) == apperr.KindUnavailable
 		if try >= b.cfg.Tries {
-			return err
+			return later, err
 		}
 		wait := pause
 		pause *= 2
@@ -261,13 +267,13 @@ func (b *Batch) apply(ctx context.Context, r streams.Record) error {
 			}
 		}
 		if d, ok := ctx.Deadline(); ok && time.Until(d)-margin < wait {
-			return err
+			return later, err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return later, err
 		case <-t.C:
 		}
 	}
@@ -284,10 +290,7 @@ func (b *Batch) handle(msg *message.Message) (err error) {
 }
 
 func (b *Batch) deadLetter(ctx context.Context, r streams.Record, attempts int, reason, behind string) error {
-	dl := streams.DeadLetter{System: r.System, Tenant: r.Tenant, Table: r.Table, StreamARN: r.StreamARN, ShardID: r.ShardID,
-		SequenceNumber: r.SequenceNumber, Aggregate: r.Aggregate, Attempts: attempts, Reason: reason, BlockedBehind: behind,
-		At: time.Now(), Record: r}
-	if err := b.cfg.DeadLetters.Store(ctx, dl); err != nil {
+	if err := b.cfg.DeadLetters.Add(ctx, r, attempts, reason, behind); err != nil {
 		b.cfg.Log.Error("could not store a dead letter; the batch is retried", zap.String("aggregate", r.Aggregate),
 			zap.String("sequence_number", r.SequenceNumber), zap.Error(err))
 		return err

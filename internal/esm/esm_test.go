@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/esm"
@@ -32,7 +33,7 @@ type fixture struct {
 	names   dynamo.Names
 	table   string
 	stream  string
-	dlq     *streams.DeadLetters
+	dlq     *deadletters.Store
 	mu      sync.Mutex
 	applied map[string][]int
 	// failing: aggregate → how many more deliveries fail (-1: always).
@@ -53,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.stream = aws.ToString(out.Table.LatestStreamArn)
-	f.dlq = streams.NewDeadLetters(f.db, f.names.DeadLetters(), "projector")
+	f.dlq = deadletters.New(f.db, f.names.DeadLetters(), "projector")
 	return f
 }
 
@@ -135,7 +136,7 @@ func TestAFailingAggregateStopsAtItsRecordWhileTheOthersGoOn(t *testing.T) {
 	if fs := p.Failures(); len(fs) != 0 {
 		t.Errorf("ESM gave up on %v: the function should have dead-lettered the record before", fs)
 	}
-	dls, err := f.dlq.List(ctx, streams.DeadLetterFilter{System: "acme", Tenant: "t1"})
+	dls, err := f.dlq.List(ctx, deadletters.Filter{System: "acme", Tenant: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestAFailingAggregateStopsAtItsRecordWhileTheOthersGoOn(t *testing.T) {
 	f.mu.Lock()
 	f.failing["user#bad"] = 0
 	f.mu.Unlock()
-	res, err := f.dlq.Redrive(ctx, streams.DeadLetterFilter{}, f.apply)
+	res, err := f.dlq.Redrive(ctx, deadletters.Filter{}, f.apply, 0)
 	if err != nil || res.Applied != 4 {
 		t.Fatalf("redrive %+v, %v", res, err)
 	}
@@ -187,7 +188,7 @@ func TestARecordThatFailsOnceIsRetriedByTheMappingAndAppliedInOrder(t *testing.T
 	if p.Invocations() < 2 {
 		t.Errorf("%d invocations: the failed record was not reported for a retry", p.Invocations())
 	}
-	dls, err := f.dlq.List(t.Context(), streams.DeadLetterFilter{})
+	dls, err := f.dlq.List(t.Context(), deadletters.Filter{})
 	if err != nil || len(dls) != 0 {
 		t.Errorf("dead letters %v, %v; want none", dls, err)
 	}
@@ -221,7 +222,7 @@ func TestARecordGivenUpIsADeadLetterAtOnce(t *testing.T) {
 	if n := tries.Load(); n != 1 {
 		t.Errorf("the given-up record was tried %d times, want once", n)
 	}
-	dls, err := f.dlq.List(t.Context(), streams.DeadLetterFilter{})
+	dls, err := f.dlq.List(t.Context(), deadletters.Filter{})
 	if err != nil || len(dls) != 2 || dls[0].BlockedBehind != "" || dls[1].BlockedBehind != dls[0].SequenceNumber {
 		t.Fatalf("dead letters %+v (%v), want user#parked's first record and its second behind it", dls, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
 	"github.com/ssodir/ssodir/internal/streams"
@@ -30,6 +31,7 @@ type pipe struct {
 	f      *streamstest.Fake
 	arn    string
 	sub    *streams.Subscriber
+	dl     *deadletters.Store
 	health *Health
 	mu     sync.Mutex
 	put    map[string]bool // history items already on the stream (id + sk)
@@ -53,8 +55,9 @@ func (w *world) startPipe(parkMax time.Duration, maxAttempts int) *pipe {
 	table := w.names.Commands(w.tenant.System, w.tenant.ID)
 	arn := f.AddStream(table)
 	f.AddShard(arn, "s1", "")
+	dl := deadletters.New(w.db, dlq, "keycloak-sync")
 	sub, err := streams.NewSubscriber(streams.Config{
-		Consumer: "keycloak-sync", Owner: "test", LeaseTable: leases, DeadLetterTable: dlq,
+		Consumer: "keycloak-sync", Owner: "test", LeaseTable: leases, DeadLetters: dl,
 		Source:  streams.NewStaticSource(streams.Stream{System: w.tenant.System, Tenant: w.tenant.ID, Table: table, StreamARN: arn}),
 		Streams: f, DB: w.db, OnGap: func(context.Context, streams.Gap) error { return nil },
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registerer: prometheus.NewRegistry(),
@@ -87,7 +90,7 @@ func (w *world) startPipe(parkMax time.Duration, maxAttempts int) *pipe {
 		}
 	}()
 	t.Cleanup(func() { stop(); _ = sub.Close(); <-done })
-	return &pipe{w: w, f: f, arn: arn, sub: sub, health: health, put: map[string]bool{}}
+	return &pipe{w: w, f: f, arn: arn, sub: sub, dl: dl, health: health, put: map[string]bool{}}
 }
 
 // feed puts the aggregates' history records not on the stream yet onto it, in order.
@@ -155,8 +158,8 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-func (p *pipe) deadLetters() []streams.DeadLetter {
-	dls, err := p.sub.DeadLetters().List(context.Background(), streams.DeadLetterFilter{})
+func (p *pipe) deadLetters() []deadletters.Letter {
+	dls, err := p.dl.List(context.Background(), deadletters.Filter{})
 	if err != nil {
 		p.w.t.Fatal(err)
 	}
@@ -243,7 +246,7 @@ func TestARealmDownLongerThanTheStreamRetentionLosesNoPassword(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		return false
 	})
-	Redrive(t.Context(), p.sub.DeadLetters(), w.handler, zap.NewNop())
+	Redrive(t.Context(), p.dl, w.handler, zap.NewNop())
 	u, _ := w.kc.UserByUsername(testRealm, "ann")
 	if pw, _ := w.kc.LastPassword(testRealm, u.ID); pw.Value != "new-password" {
 		t.Fatalf("Keycloak has password %q, want the one changed while the realm was down", pw.Value)

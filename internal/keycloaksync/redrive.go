@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ssodir/ssodir/internal/streams"
+	"github.com/ssodir/ssodir/internal/deadletters"
 )
 
 const (
@@ -25,7 +25,7 @@ const (
 // RedriveLoop re-drives the dead letters every RedriveInterval until ctx is done, tenant by
 // tenant side by side, skipping parked tenants (their realm is failing: their records
 // come again when it answers).
-func RedriveLoop(ctx context.Context, dl *streams.DeadLetters, h *Handler, log *zap.Logger) {
+func RedriveLoop(ctx context.Context, dl *deadletters.Store, h *Handler, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -36,40 +36,32 @@ func RedriveLoop(ctx context.Context, dl *streams.DeadLetters, h *Handler, log *
 	}
 }
 
-// Redrive re-drives every tenant's dead letters once.
-func Redrive(ctx context.Context, dl *streams.DeadLetters, h *Handler, log *zap.Logger) {
-	letters, err := dl.List(ctx, streams.DeadLetterFilter{})
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("list dead letters to re-drive", zap.Error(err))
-		}
-		return
-	}
-	var tenants []streams.DeadLetterFilter
-	for i, l := range letters {
-		if i == 0 || l.System != letters[i-1].System || l.Tenant != letters[i-1].Tenant {
-			tenants = append(tenants, streams.DeadLetterFilter{System: l.System, Tenant: l.Tenant})
-		}
-	}
+// Redrive re-drives every tenant's dead letters once. It reads one marker per tenant to
+// find them, and each tenant's re-drive pages aggregate by aggregate within its budget
+// (going on where it stopped the next time).
+func Redrive(ctx context.Context, dl *deadletters.Store, h *Handler, log *zap.Logger) {
 	var g errgroup.Group
 	g.SetLimit(redriveConcurrency)
-	for _, f := range tenants {
-		if _, parked := h.cfg.Health.Parked(f.System, f.Tenant); parked {
-			continue
+	err := dl.Tenants(ctx, deadletters.Filter{}, func(t deadletters.Tenant) error {
+		if _, parked := h.cfg.Health.Parked(t.System, t.Tenant); parked {
+			return nil
 		}
 		g.Go(func() error {
-			tctx, cancel := context.WithTimeout(ctx, redriveTimeout)
-			defer cancel()
-			res, err := dl.Redrive(tctx, f, h.Apply)
-			tenant := zap.String("tenant", f.System+"/"+f.Tenant)
+			res, err := dl.Redrive(ctx, deadletters.Filter{System: t.System, Tenant: t.Tenant}, h.Apply, redriveTimeout)
+			tenant := zap.String("tenant", t.System+"/"+t.Tenant)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("re-drive dead letters", tenant, zap.Error(err))
-			case res.Applied > 0 || len(res.Failed) > 0:
-				log.Info("re-drove dead letters", tenant, zap.Int("applied", res.Applied), zap.Int("still_failing", len(res.Failed)))
+			case res.Applied > 0 || res.FailedCount > 0:
+				log.Info("re-drove dead letters", tenant, zap.Int("applied", res.Applied), zap.Int("still_failing", res.FailedCount),
+					zap.Bool("more", res.More))
 			}
 			return nil
 		})
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		log.Warn("find dead letters to re-drive", zap.Error(err))
 	}
 	_ = g.Wait()
 }

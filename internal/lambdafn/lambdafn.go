@@ -4,6 +4,8 @@
 //     echo router through aws-lambda-go-api-proxy's echo adapter: same routes, same auth,
 //     same problem responses as the long-running binary;
 //   - a DynamoDB stream batch from an event source mapping goes to internal/esm;
+//   - an SQS batch from the mappings' failure destination (records ESM gave up on) goes to
+//     esm.Recovery, which repairs the tenant;
 //   - a scheduled event {"ssodir_task": NAME} runs the task that the long-running process
 //     runs on a timer (a function is frozen between invocations, so it has no timers).
 //
@@ -34,8 +36,10 @@ const TaskKey = "ssodir_task"
 type Function struct {
 	HTTP   *echo.Echo
 	Stream *esm.Batch
-	Tasks  map[string]func(ctx context.Context) error
-	Log    *zap.Logger
+	// Discards reads the consumer's failure destination.
+	Discards *esm.Recovery
+	Tasks    map[string]func(ctx context.Context) error
+	Log      *zap.Logger
 
 	http *echoadapter.EchoLambdaV2
 }
@@ -63,6 +67,16 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 			return nil, fmt.Errorf("decode the DynamoDB stream event: %w", err)
 		}
 		resp, err := f.Stream.Handle(ctx, ev)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(resp)
+	case len(s.Records) > 0 && s.Records[0].EventSource == "aws:sqs" && f.Discards != nil:
+		var ev events.SQSEvent
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, fmt.Errorf("decode the SQS event: %w", err)
+		}
+		resp, err := f.Discards.Handle(ctx, ev)
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +130,9 @@ func (f *Function) kinds() []string {
 	}
 	if f.Stream != nil {
 		k = append(k, "a DynamoDB stream batch")
+	}
+	if f.Discards != nil {
+		k = append(k, "an SQS batch of the failure destination")
 	}
 	if len(f.Tasks) > 0 {
 		k = append(k, `{"ssodir_task": ...}`)

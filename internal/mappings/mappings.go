@@ -133,12 +133,20 @@ func (m *Mappings) Ensure(ctx context.Context, streamARN string) error {
 	return nil
 }
 
-// Remove deletes every mapping of each function from a stream of table (every stream the
-// table had: a table re-created has a new stream and a new mapping).
-func (m *Mappings) Remove(ctx context.Context, table string) error {
+// Remove deletes every mapping of each function from the given streams. Streams are named
+// by ARN, never by their table: a table dropped and made again has a new stream whose
+// mappings a late drop of the old one must leave alone.
+func (m *Mappings) Remove(ctx context.Context, streamARNs ...string) error {
+	want := map[string]bool{}
+	for _, a := range streamARNs {
+		want[a] = true
+	}
 	for _, fn := range m.cfg.Functions {
 		var ids []string
 		in := &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(fn), MaxItems: aws.Int32(100)}
+		if len(streamARNs) == 1 {
+			in.EventSourceArn = aws.String(streamARNs[0])
+		}
 		for {
 			var out *lambda.ListEventSourceMappingsOutput
 			err := m.call(ctx, func(ctx context.Context) (err error) {
@@ -149,7 +157,7 @@ func (m *Mappings) Remove(ctx context.Context, table string) error {
 				return fmt.Errorf("list the event source mappings of %s: %w", fn, err)
 			}
 			for _, c := range out.EventSourceMappings {
-				if StreamTable(aws.ToString(c.EventSourceArn)) == table {
+				if want[aws.ToString(c.EventSourceArn)] {
 					ids = append(ids, aws.ToString(c.UUID))
 				}
 			}
@@ -165,9 +173,9 @@ func (m *Mappings) Remove(ctx context.Context, table string) error {
 			})
 			var gone *types.ResourceNotFoundException
 			if err != nil && !errors.As(err, &gone) {
-				return fmt.Errorf("delete event source mapping %s of %s: %w", id, table, err)
+				return fmt.Errorf("delete event source mapping %s: %w", id, err)
 			}
-			m.cfg.Log.Info("event source mapping deleted", zap.String("function", fn), zap.String("table", table), zap.String("uuid", id))
+			m.cfg.Log.Info("event source mapping deleted", zap.String("function", fn), zap.String("uuid", id))
 		}
 	}
 	return nil

@@ -17,7 +17,7 @@ func (st *streamState) loadedBlocked() bool {
 func (s *Subscriber) loadBlocked(ctx context.Context, st *streamState) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	blocked, n, err := s.dlq.blockedAggregates(cctx, st.System, st.Tenant, st.Table)
+	blocked, n, err := s.dlq.BlockedIn(cctx, st.System, st.Tenant, st.Table)
 	if err != nil {
 		return err
 	}

@@ -57,10 +57,11 @@ type Config struct {
 	// called at every heartbeat; empty publishes nothing.
 	Address func() string
 
-	// LeaseTable and DeadLetterTable are full table names (the caller adds its prefix);
-	// EnsureTables creates them.
-	LeaseTable      string
-	DeadLetterTable string
+	// LeaseTable is a full table name (the caller adds its prefix); EnsureTables creates
+	// it, with the dead-letter table.
+	LeaseTable string
+	// DeadLetters is the consumer's dead-letter store (internal/deadletters).
+	DeadLetters DeadLetterStore
 
 	Source  Source
 	Streams StreamsAPI
@@ -192,8 +193,8 @@ func (c Config) Validate() error {
 	if c.LeaseTable == "" {
 		errs = append(errs, errors.New("streams: LeaseTable is required"))
 	}
-	if c.DeadLetterTable == "" {
-		errs = append(errs, errors.New("streams: DeadLetterTable is required"))
+	if c.DeadLetters == nil {
+		errs = append(errs, errors.New("streams: DeadLetters is required"))
 	}
 	if c.Source == nil {
 		errs = append(errs, errors.New("streams: Source is required"))

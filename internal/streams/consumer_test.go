@@ -14,6 +14,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/streams"
 	"github.com/ssodir/ssodir/internal/streams/streamstest"
@@ -522,14 +523,14 @@ func TestFailingRecordIsDeadLetteredAndItsAggregateParkedUntilRedriven(t *testin
 	rec := &recorder{}
 	consume(t, first, rec, handler)
 	rec.waitFor(t, 2, 10*time.Second)
-	dlq := first.DeadLetters()
-	if dls, err := dlq.List(context.Background(), streams.DeadLetterFilter{}); err != nil || len(dls) != 0 {
+	dlq := h.dlq
+	if dls, err := dlq.List(context.Background(), deadletters.Filter{}); err != nil || len(dls) != 0 {
 		t.Errorf("dead letters before x1's retries ran out: %d, %v; y should not wait for them", len(dls), err)
 	}
-	var dls []streams.DeadLetter
+	var dls []deadletters.Letter
 	eventually(t, 10*time.Second, "x1 failed and x2, x3 are parked", func() bool {
 		var err error
-		dls, err = dlq.List(context.Background(), streams.DeadLetterFilter{System: "sys", Tenant: "poison"})
+		dls, err = dlq.List(context.Background(), deadletters.Filter{System: "sys", Tenant: "poison"})
 		return err == nil && len(dls) == 3
 	})
 	if dls[0].SequenceNumber != seqs[0] || dls[0].Attempts != 3 || !strings.Contains(dls[0].Reason, "boom") || dls[0].BlockedBehind != "" {
@@ -572,27 +573,27 @@ func TestFailingRecordIsDeadLetteredAndItsAggregateParkedUntilRedriven(t *testin
 	more := f.Put(arn, "s1", item("x", 4), item("y", 3))
 	rec2.waitFor(t, 1, 10*time.Second)
 	eventually(t, 10*time.Second, "x4 is parked too", func() bool {
-		dls, err := dlq.List(context.Background(), streams.DeadLetterFilter{System: "sys"})
+		dls, err := dlq.List(context.Background(), deadletters.Filter{System: "sys"})
 		return err == nil && len(dls) == 4 && dls[3].SequenceNumber == more[0]
 	})
 
 	// A first re-drive stops x at x3, which fails again.
 	var applied []string
-	res, err := dlq.Redrive(context.Background(), streams.DeadLetterFilter{System: "sys", Tenant: "poison"},
+	res, err := dlq.Redrive(context.Background(), deadletters.Filter{System: "sys", Tenant: "poison"},
 		func(_ context.Context, r streams.Record) error {
 			if r.SequenceNumber == seqs[4] {
 				return errors.New("still broken")
 			}
 			applied = append(applied, r.SequenceNumber)
 			return nil
-		})
+		}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Applied != 2 || len(res.Failed) != 1 || res.Failed[0].SequenceNumber != seqs[4] || res.Failed[0].Reason != "still broken" {
 		t.Errorf("first re-drive = %+v, want x1 and x2 applied and x3 failed", res)
 	}
-	left, err := dlq.List(context.Background(), streams.DeadLetterFilter{})
+	left, err := dlq.List(context.Background(), deadletters.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,11 +601,11 @@ func TestFailingRecordIsDeadLetteredAndItsAggregateParkedUntilRedriven(t *testin
 		t.Errorf("left after the first re-drive: %+v, want x3 (failed once) and x4", left)
 	}
 
-	res, err = dlq.Redrive(context.Background(), streams.DeadLetterFilter{System: "sys", Tenant: "poison", Table: st.Table},
+	res, err = dlq.Redrive(context.Background(), deadletters.Filter{System: "sys", Tenant: "poison", Table: st.Table},
 		func(_ context.Context, r streams.Record) error {
 			applied = append(applied, r.SequenceNumber)
 			return nil
-		})
+		}, 0)
 	if err != nil || res.Applied != 2 || len(res.Failed) != 0 {
 		t.Fatalf("second re-drive = %+v, %v; want x3 and x4 applied", res, err)
 	}
@@ -622,7 +623,7 @@ func TestFailingRecordIsDeadLetteredAndItsAggregateParkedUntilRedriven(t *testin
 		}
 		return false
 	})
-	if left, _ := dlq.List(context.Background(), streams.DeadLetterFilter{}); len(left) != 0 {
+	if left, _ := dlq.List(context.Background(), deadletters.Filter{}); len(left) != 0 {
 		t.Errorf("dead letters left: %+v", left)
 	}
 }

@@ -8,7 +8,7 @@
 //	names := dynamo.Names{Prefix: prefix} // the binaries take every table name from it
 //	streams.EnsureTables(ctx, db, names.StreamLeases(), names.DeadLetters())
 //	sub, err := streams.NewSubscriber(streams.Config{
-//		Consumer: "projector", LeaseTable: ..., DeadLetterTable: ...,
+//		Consumer: "projector", LeaseTable: ..., DeadLetters: deadletters.New(db, ..., "projector"),
 //		Source: tenants, Streams: streamsClient, DB: dynamoClient,
 //		OnGap: markTenantForReplay, TimestampAttribute: "recorded_at_ms",
 //		Logger: log, Registerer: prometheus.DefaultRegisterer,
@@ -107,8 +107,8 @@
 // letter with the reason the handler put on the message (SetFailureReason, or the
 // FailureReason middleware), and the shard moves on. While an aggregate has a dead letter
 // its later records are parked as dead letters too ("blocked behind <seq>") instead of
-// being applied; the dead-letter table is what blocks, so this survives restarts and
-// lease moves.
+// being applied; the dead-letter store (Config.DeadLetters, internal/deadletters) is what
+// blocks, so this survives restarts and lease moves.
 //
 // A handler whose downstream is failing as a whole (a tenant's Keycloak realm hangs,
 // answers 5xx, or 429 with Retry-After) calls Park(msg, until) and returns an error: the

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -37,6 +38,7 @@ type harness struct {
 	consumer   string
 	leaseTable string
 	dlqTable   string
+	dlq        *deadletters.Store
 
 	mu   sync.Mutex
 	gaps []streams.Gap
@@ -53,6 +55,7 @@ func newHarness(t *testing.T) *harness {
 	if err := streams.EnsureTables(context.Background(), db, h.leaseTable, h.dlqTable); err != nil {
 		t.Fatal(err)
 	}
+	h.dlq = deadletters.New(db, h.dlqTable, h.consumer)
 	// A second call finds both tables and must not fail.
 	if err := streams.EnsureTables(context.Background(), db, h.leaseTable, h.dlqTable); err != nil {
 		t.Fatalf("EnsureTables is not idempotent: %v", err)
@@ -86,7 +89,7 @@ func (h *harness) newSubscriber(src streams.Source, api streams.StreamsAPI, db s
 		Consumer:           h.consumer,
 		Owner:              owner,
 		LeaseTable:         h.leaseTable,
-		DeadLetterTable:    h.dlqTable,
+		DeadLetters:        h.dlq,
 		Source:             src,
 		Streams:            api,
 		DB:                 db,

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 )
@@ -30,4 +31,17 @@ func FailureReason(h message.HandlerFunc) message.HandlerFunc {
 		}()
 		return h(msg)
 	}
+}
+
+// maxReason bounds a failure reason: a handler error can embed a whole response body.
+const maxReason = 4000
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/streams"
 	"github.com/ssodir/ssodir/internal/streams/streamstest"
 )
@@ -195,7 +196,7 @@ func TestParkedStreamHoldsNoSlotsAndResumesInOrder(t *testing.T) {
 		}
 		last[ev.agg] = ev.v
 	}
-	if dls, err := s.DeadLetters().List(context.Background(), streams.DeadLetterFilter{}); err != nil || len(dls) != 0 {
+	if dls, err := h.dlq.List(context.Background(), deadletters.Filter{}); err != nil || len(dls) != 0 {
 		t.Errorf("dead letters %v (%v), want none: a parked delivery never dead-letters", dls, err)
 	}
 	eventually(t, 5*time.Second, "the park metrics are back to zero", func() bool {
@@ -257,7 +258,7 @@ func TestParkEndsWhenTheParkedRecordFailsOnItsOwn(t *testing.T) {
 		}
 	}()
 	eventually(t, 10*time.Second, "both records applied", func() bool { return userDone.Load() && membershipDone.Load() })
-	if dls, err := s.DeadLetters().List(context.Background(), streams.DeadLetterFilter{}); err != nil || len(dls) != 0 {
+	if dls, err := h.dlq.List(context.Background(), deadletters.Filter{}); err != nil || len(dls) != 0 {
 		t.Errorf("dead letters %v (%v), want none", dls, err)
 	}
 }

@@ -1,7 +1,6 @@
 package streams_test
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -102,16 +101,9 @@ func TestConfigValidationReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("an empty config was accepted")
 	}
-	for _, want := range []string{"Consumer", "LeaseTable", "DeadLetterTable", "Source", "Streams", "DB", "OnGap", "LeaseDuration", "MaxAttempts"} {
+	for _, want := range []string{"Consumer", "LeaseTable", "DeadLetters", "Source", "Streams", "DB", "OnGap", "LeaseDuration", "MaxAttempts"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("validation error does not mention %s: %v", want, err)
 		}
-	}
-}
-
-func TestDeadLetterFilterMustNameSystemBeforeTenant(t *testing.T) {
-	dl := streams.NewDeadLetters(nil, "t", "projector")
-	if _, err := dl.List(context.Background(), streams.DeadLetterFilter{Tenant: "acme"}); err == nil {
-		t.Error("a tenant without its system was accepted")
 	}
 }

@@ -380,18 +380,18 @@ func (w *shardWorker) makeReady(ctx context.Context, e *entry) {
 	if w.st.blockedBy(agg) {
 		// The set only ever over-approximates (a re-drive elsewhere may have emptied it),
 		// so a hit is confirmed against the table.
-		var first DeadLetter
+		var first string
 		var found bool
 		err := w.retryIO(ctx, "check dead letters", func(ctx context.Context) error {
 			var err error
-			first, found, err = w.s.dlq.firstOf(ctx, e.rec.System, e.rec.Tenant, e.rec.Table, agg)
+			first, found, err = w.s.dlq.FirstOf(ctx, e.rec.System, e.rec.Tenant, e.rec.Table, agg)
 			return err
 		})
 		if err != nil {
 			return
 		}
 		if found {
-			w.deadLetter(ctx, e, "blocked behind "+first.SequenceNumber, first.SequenceNumber)
+			w.deadLetter(ctx, e, "blocked behind "+first, first)
 			return
 		}
 		w.st.unblock(agg)
@@ -475,28 +475,25 @@ func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
 // If it cannot be stored before the worker stops, the record stays unapplied and the
 // checkpoint stays before it.
 func (w *shardWorker) deadLetter(ctx context.Context, e *entry, reason, behind string) {
-	dl := DeadLetter{
-		Consumer: w.s.cfg.Consumer, System: e.rec.System, Tenant: e.rec.Tenant, Table: e.rec.Table,
-		StreamARN: e.rec.StreamARN, ShardID: e.rec.ShardID, SequenceNumber: e.rec.SequenceNumber,
-		Aggregate: e.rec.Aggregate, Attempts: e.attempts, Reason: reason, BlockedBehind: behind,
-		At: time.Now(), Record: e.rec,
-	}
-	if err := w.retryIO(ctx, "store dead letter", func(ctx context.Context) error { return w.s.dlq.put(ctx, dl) }); err != nil {
+	rec := e.rec
+	if err := w.retryIO(ctx, "store dead letter", func(ctx context.Context) error {
+		return w.s.dlq.Add(ctx, rec, e.attempts, reason, behind)
+	}); err != nil {
 		return
 	}
-	fields := []zap.Field{zap.String("aggregate", dl.Aggregate), zap.String("sequence_number", dl.SequenceNumber),
-		zap.String("event_name", e.rec.EventName)}
+	fields := []zap.Field{zap.String("aggregate", rec.Aggregate), zap.String("sequence_number", rec.SequenceNumber),
+		zap.String("event_name", rec.EventName)}
 	kind := "parked"
 	if behind == "" {
 		kind = "failed"
-		w.st.block(dl.Aggregate, dl.SequenceNumber)
+		w.st.block(rec.Aggregate, rec.SequenceNumber)
 		w.log.Error("record dead-lettered; later records of its aggregate are parked until it is re-driven",
-			append(fields, zap.Int("attempts", dl.Attempts), zap.String("reason", truncate(reason, 500)))...)
+			append(fields, zap.Int("attempts", e.attempts), zap.String("reason", truncate(reason, 500)))...)
 	} else {
 		w.log.Warn("record parked behind a dead letter of its aggregate", append(fields, zap.String("blocked_behind", behind))...)
 	}
-	w.s.m.deadLetters.WithLabelValues(w.s.cfg.Consumer, dl.System, dl.Tenant, kind).Inc()
-	w.s.m.parked.WithLabelValues(w.s.cfg.Consumer, dl.System, dl.Tenant).Inc()
+	w.s.m.deadLetters.WithLabelValues(w.s.cfg.Consumer, rec.System, rec.Tenant, kind).Inc()
+	w.s.m.parked.WithLabelValues(w.s.cfg.Consumer, rec.System, rec.Tenant).Inc()
 	w.complete(ctx, e)
 }
 

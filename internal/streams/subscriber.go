@@ -30,7 +30,7 @@ type Subscriber struct {
 	log    *zap.Logger
 	m      *metrics
 	leases *leaseStore
-	dlq    *DeadLetters
+	dlq    DeadLetterStore
 
 	out chan *message.Message
 	// sem holds a token per message delivered and not yet acked or nacked.
@@ -126,7 +126,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		log:               cfg.Logger.With(zap.String("consumer", cfg.Consumer), zap.String("owner", cfg.Owner)),
 		m:                 m,
 		leases:            &leaseStore{db: cfg.DB, table: cfg.LeaseTable, consumer: cfg.Consumer, address: cfg.Address},
-		dlq:               NewDeadLetters(cfg.DB, cfg.DeadLetterTable, cfg.Consumer),
+		dlq:               cfg.DeadLetters,
 		out:               make(chan *message.Message),
 		sem:               make(chan struct{}, cfg.MaxInFlight),
 		streams:           map[string]*streamState{},
@@ -152,9 +152,6 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 		msgCancel:         msgCancel,
 	}, nil
 }
-
-// DeadLetters is the consumer's dead-letter store.
-func (s *Subscriber) DeadLetters() *DeadLetters { return s.dlq }
 
 // Owner is this process's owner id in the lease table.
 func (s *Subscriber) Owner() string { return s.cfg.Owner }

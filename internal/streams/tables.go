@@ -37,21 +37,9 @@ const (
 	attrReleases   = "releases"
 )
 
-// Attribute names of the dead-letter table: one partition per consumer, sorted by
-// system, tenant, table, aggregate and sequence number, so that listing a tenant and
-// re-driving an aggregate in order are both a Query.
-const (
-	attrEntryKey      = "entry_key"
-	attrSeq           = "sequence_number"
-	attrAggregate     = "aggregate"
-	attrAttempts      = "attempts"
-	attrReason        = "reason"
-	attrBlockedBehind = "blocked_behind"
-	attrDeadAt        = "dead_lettered_at"
-	attrRecord        = "record"
-	attrRecordGzip    = "record_gz"
-	attrRedriveErrors = "redrive_failures"
-)
+// attrEntryKey is the sort key of the dead-letter table (internal/deadletters), which has
+// the lease table's partition key.
+const attrEntryKey = "entry_key"
 
 // TableAPI is what EnsureTables needs; *dynamodb.Client implements it.
 type TableAPI interface {

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/keycloak/keycloaktest"
@@ -256,10 +257,10 @@ func TestErasureLeavesNoCanary(t *testing.T) {
 	// the projector stores one it gave up (the handler's failure itself is not made here:
 	// the stream tests prove that path).
 	names := dynamo.Names{Prefix: e.prefix}
-	dls := streams.NewDeadLetters(e.db, names.DeadLetters(), "projector")
+	dls := deadletters.New(e.db, names.DeadLetters(), "projector")
 	for _, it := range scan(t, e.db, names.Commands("kc", "t1")) {
 		if attrString(it, "id") == "group#alpha" && attrString(it, "sk") == dynamo.HistorySK(2) {
-			err := dls.Put(context.Background(), streams.DeadLetter{System: "kc", Tenant: "t1", Table: names.Commands("kc", "t1"),
+			err := dls.Put(context.Background(), deadletters.Letter{System: "kc", Tenant: "t1", Table: names.Commands("kc", "t1"),
 				ShardID: "shardId-test", SequenceNumber: "100", Aggregate: "group#alpha", Attempts: 5, At: time.Now(),
 				Reason: "project group.member_added group:alpha v2: user " + u + " refused",
 				Record: streams.Record{System: "kc", Tenant: "t1", Table: names.Commands("kc", "t1"), EventName: streams.EventInsert,

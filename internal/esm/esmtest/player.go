@@ -31,6 +31,8 @@ type Invoke func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBE
 // Failure is what the failure destination received: a batch ESM gave up on.
 type Failure struct {
 	StreamARN string
+	ShardID   string
+	Records   int
 	// FirstSequenceNumber and LastSequenceNumber bound the records given up.
 	FirstSequenceNumber, LastSequenceNumber string
 	Reason                                  string
@@ -193,7 +195,7 @@ func (p *Player) play(ctx context.Context, shard string) error {
 			// A function error: bisect (the first half is tried alone), count a retry.
 			retries++
 			if retries > p.MaxRetries {
-				p.giveUp(batch, err.Error())
+				p.giveUp(shard, batch, err.Error())
 				p.pending[shard] = recs[len(batch):]
 				retries, size = 0, p.BatchSize
 				continue
@@ -232,7 +234,7 @@ func (p *Player) play(ctx context.Context, shard string) error {
 		}
 		p.pending[shard] = recs[at:]
 		if retries > p.MaxRetries {
-			p.giveUp(batch[at:], "records failed after the maximum retries")
+			p.giveUp(shard, batch[at:], "records failed after the maximum retries")
 			p.pending[shard] = recs[len(batch):]
 			retries, size = 0, p.BatchSize
 		}
@@ -240,11 +242,26 @@ func (p *Player) play(ctx context.Context, shard string) error {
 	return nil
 }
 
-func (p *Player) giveUp(batch []events.DynamoDBEventRecord, reason string) {
+func (p *Player) giveUp(shard string, batch []events.DynamoDBEventRecord, reason string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.failures = append(p.failures, Failure{StreamARN: p.StreamARN, FirstSequenceNumber: batch[0].Change.SequenceNumber,
-		LastSequenceNumber: batch[len(batch)-1].Change.SequenceNumber, Reason: reason})
+	p.failures = append(p.failures, Failure{StreamARN: p.StreamARN, ShardID: shard, FirstSequenceNumber: batch[0].Change.SequenceNumber,
+		LastSequenceNumber: batch[len(batch)-1].Change.SequenceNumber, Records: len(batch), Reason: reason})
+}
+
+// Message is the failure destination's message for f, as AWS writes it (the record
+// itself is not in it: only its place in the stream).
+func (f Failure) Message() events.SQSMessage {
+	body, _ := json.Marshal(map[string]any{
+		"requestContext": map[string]any{"functionArn": "arn:aws:lambda:local:000000000000:function:test",
+			"condition": "RetryAttemptsExhausted", "approximateInvokeCount": 1},
+		"responseContext": map[string]any{"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+		"version":         "1.0",
+		"timestamp":       time.Now().UTC().Format(time.RFC3339Nano),
+		"DDBStreamBatchInfo": map[string]any{"shardId": f.ShardID, "startSequenceNumber": f.FirstSequenceNumber,
+			"endSequenceNumber": f.LastSequenceNumber, "batchSize": f.Records, "streamArn": f.StreamARN},
+	})
+	return events.SQSMessage{MessageId: f.ShardID + "/" + f.FirstSequenceNumber, EventSource: "aws:sqs", Body: string(body)}
 }
 
 func lessSeq(a, b string) bool {
