@@ -53,7 +53,8 @@ type HandlerConfig struct {
 // membership removed since. A password is sent only while it is still the user's current
 // one, so an older password never replaces a newer.
 type Handler struct {
-	cfg HandlerConfig
+	cfg    HandlerConfig
+	probes probes
 }
 
 // NewHandler is the event-driven half of the sync.
@@ -128,8 +129,15 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 		if keycloak.StatusCode(err) == http.StatusTooManyRequests {
 			return h.parkOrGiveUp(msg, rec, err)
 		}
-		// The realm's fault, or this record's? Ask the realm itself.
-		if perr := h.probe(msg.Context(), rec); perr != nil {
+		// The realm's fault, or this record's? Ask the realm itself — one record of the
+		// tenant at a time: the others that failed meanwhile wait for its verdict.
+		perr := h.probeAfterFailure(msg.Context(), rec.System, rec.Tenant, func() error { return h.probe(msg.Context(), rec) })
+		if errors.Is(perr, errParked) {
+			until, _ := health.Until(rec.System, rec.Tenant)
+			h.cfg.Park(msg, until)
+			return errParked
+		}
+		if perr != nil {
 			return h.parkOrGiveUp(msg, rec, perr)
 		}
 		health.OK(ctx, rec.System, rec.Tenant)
