@@ -83,7 +83,9 @@ func (r *Reconciler) Round(ctx context.Context, opts RoundOptions) (RoundResult,
 	}
 	if state.Cursor == "" && len(state.Retry) == 0 {
 		started, _ := dynamo.ParseTime(state.PassStartedAt)
-		if state.PassStartedAt != "" && now.Before(started.Add(opts.Interval)) {
+		// Nine tenths: a schedule of the interval's period that fires a little early must
+		// not skip a pass.
+		if state.PassStartedAt != "" && now.Before(started.Add(opts.Interval*9/10)) {
 			return RoundResult{NotDue: true}, release(state)
 		}
 		state.PassStartedAt = dynamo.FormatTime(now)
