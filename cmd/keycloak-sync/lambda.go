@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
+	"github.com/google/uuid"
 
 	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -56,34 +53,20 @@ func (a *app) lambda(ctx context.Context) error {
 	return nil
 }
 
-// reconcileRound reconciles every tenant with Keycloak settings, a few realms at a time;
-// one tenant's failure is logged and does not stop the others.
+// reconcileRound is one scheduled invocation of the reconcile round: it goes on from where
+// the last invocation stopped, a few realms at a time, until shortly before the
+// invocation's deadline (keycloaksync.Reconciler.Round); a new pass over every tenant
+// starts at most once per SSO_RECONCILE_INTERVAL. One tenant's failure is logged and does
+// not stop the others; an invocation that finds another still working on the round does
+// nothing.
 func (a *app) reconcileRound(ctx context.Context) error {
-	rows, err := a.reconciler.Tenants(ctx, "", "")
+	res, err := a.reconciler.Round(ctx, keycloaksync.RoundOptions{Owner: processName() + "/" + uuid.NewString(),
+		Interval: a.cfg.ReconcileInterval, Concurrency: reconcileConcurrency})
 	if err != nil {
 		return err
 	}
-	var (
-		mu     sync.Mutex
-		failed []error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(reconcileConcurrency)
-	for _, row := range rows {
-		g.Go(func() error {
-			if _, err := a.reconciler.Tenant(gctx, row, keycloaksync.Options{}); err != nil {
-				a.log.Warn("reconcile failed", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(err))
-				mu.Lock()
-				failed = append(failed, fmt.Errorf("%s/%s: %w", row.SystemID, row.TenantID, err))
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	a.log.Info("reconcile round done", zap.Int("tenants", len(rows)), zap.Int("failed", len(failed)))
-	if len(failed) == len(rows) && len(rows) > 0 {
-		return errors.Join(failed...)
+	if res.Busy {
+		a.log.Info("reconcile round: another invocation is working on it")
 	}
 	return nil
 }

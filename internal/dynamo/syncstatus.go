@@ -151,7 +151,11 @@ func (s *SyncStatuses) List(ctx context.Context) ([]SyncStatus, error) {
 		if err := attributevalue.UnmarshalListOfMaps(page.Items, &rows); err != nil {
 			return nil, fmt.Errorf("decode keycloak sync status: %w", err)
 		}
-		out = append(out, rows...)
+		for _, r := range rows {
+			if r.SystemID != roundSystem {
+				out = append(out, r)
+			}
+		}
 	}
 	return out, nil
 }

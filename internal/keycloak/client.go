@@ -608,6 +608,7 @@ func statusError(method, p string, rep *reply) *StatusError {
 		Path:       p,
 		StatusCode: rep.status,
 		Message:    keycloakMessage(rep.body),
+		Code:       keycloakCode(rep.body),
 		RetryAfter: parseRetryAfter(rep.header.Get("Retry-After"), time.Now()),
 	}
 }

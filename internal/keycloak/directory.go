@@ -106,6 +106,13 @@ func desiredUser(du DirectoryUser, current *User, preserve []string) User {
 			u.Attributes[k] = slices.Clone(v)
 		}
 	}
+	// What Keycloak holds of the user's password is not the directory's state: the marks
+	// of it (Syncer.UpsertUserPassword) stay as they are.
+	for _, k := range passwordAttributes {
+		if v := currentAttrs[k]; len(v) > 0 {
+			u.Attributes[k] = slices.Clone(v)
+		}
+	}
 	// ssodir owns every other attribute of its users: one removed in the directory is
 	// removed in Keycloak.
 	for k, v := range du.Attributes {
@@ -137,7 +144,9 @@ func desiredGroup(dg DirectoryGroup, current *Group) Group {
 
 // reservedAttribute reports the attributes ssodir writes itself: a directory attribute of
 // the same name is not copied over them.
-func reservedAttribute(k string) bool { return k == AttrSsodirID || k == AttrSsodirVersion }
+func reservedAttribute(k string) bool {
+	return k == AttrSsodirID || k == AttrSsodirVersion || slices.Contains(passwordAttributes, k)
+}
 
 // versionOf reads an object's ssodir_version; 0 when it has none (an object created
 // before versions were written, or not managed), which any directory version is newer than.

@@ -2,6 +2,7 @@ package keycloak
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type StatusError struct {
 	Path       string
 	StatusCode int
 	Message    string
+	// Code is Keycloak's error code (the "error" of an {"error", "error_description"}
+	// answer), e.g. invalidPasswordHistoryMessage; empty when it gave none.
+	Code string
 	// RetryAfter is the wait the server asked for, if any.
 	RetryAfter time.Duration
 }
@@ -105,6 +109,19 @@ func RealmUnavailable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET)
 }
 
+// CodePasswordHistory is the error code of a reset-password that a realm's password
+// history policy refuses: the password is the current one, or one of the last few.
+const CodePasswordHistory = "invalidPasswordHistoryMessage"
+
+// ErrorCode is Keycloak's error code in err (StatusError.Code), empty if none.
+func ErrorCode(err error) string {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return ""
+}
+
 // RetryAfterOf is the wait the realm asked for in err (a 429 or 503 with Retry-After), 0
 // when it asked for none.
 func RetryAfterOf(err error) time.Duration {
@@ -113,4 +130,17 @@ func RetryAfterOf(err error) time.Duration {
 		return se.RetryAfter
 	}
 	return 0
+}
+
+// keycloakCode is the "error" of an error body that also describes it (error_description):
+// there "error" is a code, e.g. invalidPasswordHistoryMessage, not a sentence.
+func keycloakCode(body []byte) string {
+	var e struct {
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.ErrorDescription == "" || len(e.Error) > 100 {
+		return ""
+	}
+	return e.Error
 }

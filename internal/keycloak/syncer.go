@@ -124,36 +124,7 @@ func (s *Syncer) findGroup(ctx context.Context, id string) (*Group, error) {
 // A username or email held by a user ssodir does not manage is an error matching
 // ErrConflict; that user is not touched.
 func (s *Syncer) UpsertUser(ctx context.Context, du DirectoryUser) error {
-	if err := checkID("user", du.ID); err != nil {
-		return err
-	}
-	defer s.c.cfg.Locks.lock(userLock(du.ID))()
-	cur, err := s.findUser(ctx, du.ID)
-	if errors.Is(err, ErrNotFound) {
-		id, _, err := s.c.createManagedUser(ctx, desiredUser(du, nil, s.preserve))
-		s.c.metrics.operation(string(ActionCreateUser), err)
-		if err != nil {
-			if errors.Is(err, ErrConflict) {
-				return fmt.Errorf("keycloak: create user %s: its username or email is held by another Keycloak user, left untouched: %w", du.Username, err)
-			}
-			return err
-		}
-		s.remember(s.users, du.ID, id)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if cur.SsodirVersion() > du.Version {
-		return nil
-	}
-	want := desiredUser(du, cur, s.preserve)
-	if len(diffUser(*cur, want)) == 0 {
-		return nil
-	}
-	err = s.c.UpdateUser(ctx, want)
-	s.c.metrics.operation(string(ActionUpdateUser), err)
-	return err
+	return s.UpsertUserPassword(ctx, du, nil)
 }
 
 // DeleteUser removes the user's Keycloak account as the tenant's on_delete setting says:
@@ -311,25 +282,6 @@ func (s *Syncer) groupID(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	return g.ID, nil
-}
-
-// SetPassword sets the user's Keycloak password, once per directory password change; a
-// reconcile never sends passwords. The plaintext is never logged. It fails with
-// ErrNotFound when the user is not in Keycloak (yet).
-func (s *Syncer) SetPassword(ctx context.Context, userID, plaintext string) error {
-	var err error
-	for attempt := 0; attempt < 2; attempt++ {
-		var uid string
-		if uid, err = s.userID(ctx, userID); err == nil {
-			err = s.c.SetPassword(ctx, uid, plaintext)
-		}
-		if !errors.Is(err, ErrNotFound) {
-			break
-		}
-		s.forget(s.users, userID)
-	}
-	s.c.metrics.operation(string(ActionSetPassword), err)
-	return err
 }
 
 // EraseUser deletes, whatever the tenant's on_delete, the Keycloak user of an erased

@@ -53,7 +53,8 @@ type HandlerConfig struct {
 // membership removed since. A password is sent only while it is still the user's current
 // one, so an older password never replaces a newer.
 type Handler struct {
-	cfg HandlerConfig
+	cfg    HandlerConfig
+	probes probes
 }
 
 // NewHandler is the event-driven half of the sync.
@@ -128,8 +129,15 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 		if keycloak.StatusCode(err) == http.StatusTooManyRequests {
 			return h.parkOrGiveUp(msg, rec, err)
 		}
-		// The realm's fault, or this record's? Ask the realm itself.
-		if perr := h.probe(msg.Context(), rec); perr != nil {
+		// The realm's fault, or this record's? Ask the realm itself — one record of the
+		// tenant at a time: the others that failed meanwhile wait for its verdict.
+		perr := h.probeAfterFailure(msg.Context(), rec.System, rec.Tenant, func() error { return h.probe(msg.Context(), rec) })
+		if errors.Is(perr, errParked) {
+			until, _ := health.Until(rec.System, rec.Tenant)
+			h.cfg.Park(msg, until)
+			return errParked
+		}
+		if perr != nil {
 			return h.parkOrGiveUp(msg, rec, perr)
 		}
 		health.OK(ctx, rec.System, rec.Tenant)
@@ -316,7 +324,9 @@ func (h *Handler) syncMembers(ctx context.Context, realm *Realm, wm *WriteModel,
 }
 
 // syncUser writes the user's current state, if the event's incarnation is still the live
-// one, and the event's password if it is still the current one.
+// one, and the event's password if it is still the current one. The password goes once
+// per change: Keycloak keeps the version of the change it holds (ssodir_password_version),
+// and a record at or below it sends nothing (keycloak.Syncer.UpsertUserPassword).
 func (h *Handler) syncUser(ctx context.Context, realm *Realm, wm *WriteModel, u events.User, ciphertext string) error {
 	cur, password, ok, err := wm.user(ctx, u.Username)
 	if err != nil {
@@ -325,13 +335,18 @@ func (h *Handler) syncUser(ctx context.Context, realm *Realm, wm *WriteModel, u 
 	if !ok || cur.ID != u.ID {
 		return nil // deleted, or deleted and created again, since: those records sync it
 	}
-	if err := realm.Syncer.UpsertUser(ctx, directoryUser(cur)); err != nil {
-		return err
+	var pw *keycloak.PasswordChange
+	if ciphertext != "" && ciphertext == password {
+		// u is the state the change made: its version is the change's.
+		pw = &keycloak.PasswordChange{Version: u.Version, Open: func(ctx context.Context) ([]byte, error) {
+			plain, err := h.cfg.Secrets.Decrypt(ctx, ciphertext, "password:"+realm.Tenant.SystemID+"/"+realm.Tenant.TenantID+"/"+cur.Username)
+			if err != nil {
+				return nil, fmt.Errorf("decrypt password of user %s: %w", cur.ID, err)
+			}
+			return plain, nil
+		}}
 	}
-	if ciphertext == "" || ciphertext != password {
-		return nil
-	}
-	return h.setPassword(ctx, realm, cur, ciphertext)
+	return realm.Syncer.UpsertUserPassword(ctx, directoryUser(cur), pw)
 }
 
 func (h *Handler) syncGroup(ctx context.Context, realm *Realm, wm *WriteModel, g events.Group) error {
@@ -343,16 +358,6 @@ func (h *Handler) syncGroup(ctx context.Context, realm *Realm, wm *WriteModel, g
 		return nil
 	}
 	return realm.Syncer.UpsertGroup(ctx, directoryGroup(cur))
-}
-
-// setPassword sends a password once per change, decrypted only for the call.
-func (h *Handler) setPassword(ctx context.Context, realm *Realm, u events.User, ciphertext string) error {
-	plain, err := h.cfg.Secrets.Decrypt(ctx, ciphertext, "password:"+realm.Tenant.SystemID+"/"+realm.Tenant.TenantID+"/"+u.Username)
-	if err != nil {
-		return fmt.Errorf("decrypt password of %s: %w", u.Username, err)
-	}
-	defer clear(plain)
-	return realm.Syncer.SetPassword(ctx, u.ID, string(plain))
 }
 
 // erased marks the erasure's Keycloak place done.

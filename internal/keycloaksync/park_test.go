@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ type pipe struct {
 	health *Health
 	mu     sync.Mutex
 	put    map[string]bool // history items already on the stream (id + sk)
+	acked  *atomic.Int64   // records handled without error
 }
 
 func (w *world) startPipe(parkMax time.Duration, maxAttempts int) *pipe {
@@ -76,6 +78,7 @@ func (w *world) startPipe(parkMax time.Duration, maxAttempts int) *pipe {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
+	acked := new(atomic.Int64)
 	go func() {
 		defer close(done)
 		for msg := range msgs {
@@ -85,12 +88,13 @@ func (w *world) startPipe(parkMax time.Duration, maxAttempts int) *pipe {
 					msg.Nack()
 					return
 				}
+				acked.Add(1)
 				msg.Ack()
 			}()
 		}
 	}()
 	t.Cleanup(func() { stop(); _ = sub.Close(); <-done })
-	return &pipe{w: w, f: f, arn: arn, sub: sub, dl: dl, health: health, put: map[string]bool{}}
+	return &pipe{w: w, f: f, arn: arn, sub: sub, dl: dl, health: health, put: map[string]bool{}, acked: acked}
 }
 
 // feed puts the aggregates' history records not on the stream yet onto it, in order.

@@ -620,6 +620,9 @@ func (s *Server) deleteUserAPI(c *call) *apiError {
 }
 
 func setPassword(u *user, cr credentialInput) {
+	if u.passwordSets > 0 {
+		u.previous = append(u.previous, u.password)
+	}
 	u.password = cr.Value
 	u.passwordTemporary = cr.Temporary == nil || *cr.Temporary
 	u.passwordSets++
@@ -639,6 +642,9 @@ func (s *Server) resetPassword(c *call) *apiError {
 	}
 	if in.Value == "" {
 		return &apiError{http.StatusBadRequest, map[string]any{"error": "Empty password", "error_description": "Empty password"}}
+	}
+	if err := c.realm.checkPasswordHistory(u, in.Value); err != nil {
+		return err
 	}
 	// Keycloak treats an omitted "temporary" as true: the user must change it at next login.
 	setPassword(u, in)

@@ -47,6 +47,8 @@ type user struct {
 	password                                 string
 	passwordTemporary                        bool
 	passwordSets                             int
+	// previous are the passwords before the current one, newest last (for passwordHistory).
+	previous []string
 }
 
 type group struct {
@@ -70,6 +72,8 @@ type realm struct {
 	// duplicateEmails is the realm setting duplicateEmailsAllowed: several users may then
 	// share an email, and byEmail only indexes the first of them.
 	duplicateEmails bool
+	// passwordHistory is the realm's passwordHistory(N) policy, 0 when it has none.
+	passwordHistory int
 
 	users       map[string]*user
 	byUsername  map[string]*user
