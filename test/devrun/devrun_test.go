@@ -396,7 +396,8 @@ func TestMakeRun(t *testing.T) {
 			}
 		}
 	}
-	if list := strings.TrimSpace(section(out, sh[0])); !strings.Contains(list[strings.LastIndex(list, "\n")+1:], `"username":"asmith"`) {
+	if list := strings.TrimSpace(section(out, sh[0])); !strings.HasPrefix(list[strings.LastIndex(list, "\n")+1:], `{"items":[{`) ||
+		!strings.Contains(list[strings.LastIndex(list, "\n")+1:], `"username":"asmith"`) {
 		t.Errorf("the README's list after the create does not show asmith:\n%s", list)
 	}
 	if n := countLines(t, filepath.Join(d.work, "backup.jsonl")); n != 8 {
