@@ -76,7 +76,7 @@ chromium:
 
 # Runs the console's browser test and writes its screenshots into docs/.
 console-screenshots: dynamodb-local chromium
-	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleInABrowser$$' ./test/console
+	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^(TestConsoleInABrowser|TestNewcomerWalkThrough)$$' ./test/console
 
 # Every test. Each test package that touches storage starts its own DynamoDB Local.
 test: dynamodb-local chromium vet fmt-check lint-openapi unit deploy-test fuzz
