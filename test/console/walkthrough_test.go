@@ -146,6 +146,9 @@ func TestNewcomerWalkThrough(t *testing.T) {
 	in.start("query-api", timeout)
 	b.run(a, "once it is back, Try again reads the page", click("#page-retry"), waitText("#user-facts", "p03@example.com"))
 
+	b.run(a, "operations in words", click(`#nav a[href$="/ops"]`), waitText("#projector-facts", "How far behind"),
+		waitText("#projector-facts", "Changes set aside"), waitNoText("main", "Dead letters now stored"))
+
 	b.run(a, "at phone width the first rows of the users list are on the first screen",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), goHash("#/t/demo/acme/users"), rows(25),
 		inView("#users tbody tr:nth-child(3)"),

@@ -1173,11 +1173,11 @@ async function consumerCard(title, base, consumer, t, extra, signal) {
   const parkedTotal = sum(ms, 'ssodir_stream_dead_letters_total', { ...l, kind: 'parked' });
   const stored = sum(ms, 'ssodir_stream_dead_letters_parked', l);
   const rows = [
-    ['Lag of the last applied record', seconds(sum(ms, 'ssodir_stream_lag_seconds', l))],
-    ['Records applied (all tenants)', String(sum(ms, 'ssodir_stream_records_total', { consumer }) ?? 0)],
-    ['Dead letters now stored', String(stored ?? 0), stored ? 'warn' : null],
-    ['Dead letters written (failed / parked)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null],
-    ['Stream gaps (replay needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
+    ['How far behind: the delay of the last change applied', seconds(sum(ms, 'ssodir_stream_lag_seconds', l))],
+    ['Records applied: changes taken from the stream (all tenants)', String(sum(ms, 'ssodir_stream_records_total', { consumer }) ?? 0)],
+    ['Changes set aside after failing, now (dead letters)', String(stored ?? 0), stored ? 'warn' : null],
+    ['Changes set aside so far (failed / parked)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null],
+    ['Changes lost from the stream (a replay is needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
     ...extra(ms),
   ];
   card.append(h('dl', { class: 'facts', id: `${consumer}-facts` }, rows.map(([k, v, cls]) => [h('dt', {}, k), h('dd', {}, cls ? h('span', { class: `badge ${cls}` }, v) : v)])));
