@@ -31,13 +31,21 @@ CDK_ENV := CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_
 LAMBDA_DIR := $(BIN)/lambda
 LAMBDA_ARCHS := arm64 amd64
 
-.PHONY: all build lambda run run-clean test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
+.PHONY: all build install lambda run run-clean test vet fmt-check lint-openapi unit deploy-test cdk synth scale-test fuzz bench clean dynamodb-local chromium console-screenshots
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(SERVICES)) ./cmd/ssodirctl
+
+# ssodirctl into Go's bin directory ($GOBIN, else the first of $(go env GOPATH) + /bin),
+# from this checkout (the module is not published); says where, and how to put it on the PATH.
+install:
+	$(GO) install ./cmd/ssodirctl
+	@dir=$$($(GO) env GOBIN); dir=$${dir:-$$($(GO) env GOPATH | cut -d: -f1)/bin}; \
+	echo "ssodirctl is $$dir/ssodirctl"; \
+	case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on your PATH: export PATH=\"$$dir:\$$PATH\"";; esac
 
 # Each service as a Lambda function (provided.al2023): bin/lambda/<service>-<arch>.zip,
 # each holding one executable named bootstrap (docs/aws.md, "Lambda mode"). A zip is built
@@ -73,7 +81,7 @@ chromium:
 
 # Runs the console's browser test and writes its screenshots into docs/.
 console-screenshots: dynamodb-local chromium
-	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleInABrowser$$' ./test/console
+	SSODIR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^(TestConsoleInABrowser|TestNewcomerWalkThrough)$$' ./test/console
 
 # Every test. Each test package that touches storage starts its own DynamoDB Local.
 test: dynamodb-local chromium vet fmt-check lint-openapi unit deploy-test fuzz

@@ -121,6 +121,8 @@ ssodir is running (data and logs in $data/, Ctrl-C stops everything).
   DynamoDB Local $endpoint
 
   demo tenant    system "demo", tenant "acme" (users jdoe, rroe; group Admins)
+  SCIM base URL  http://$SSO_COMMAND_ADDR/scim/v2/demo/acme
+                 (its token: ssodirctl scim-tokens create NAME --system demo --tenant acme)
   dev token      $token
 
   curl -H 'Authorization: Bearer $token' http://$SSO_QUERY_ADDR/v1/systems/demo/tenants/acme/users

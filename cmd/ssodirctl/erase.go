@@ -51,7 +51,9 @@ func userErase(s *settings) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			note := waitNote(s.io.err, fmt.Sprintf("until erasure %s is done: its second pass over the read side comes about 30 s after the first (SSO_ERASURE_SETTLE); --wait=false returns at once", e.ErasureID))
 			done, err := t.WaitErasure(ctx, e.ErasureID, time.Second)
+			note()
 			if err != nil {
 				return err
 			}

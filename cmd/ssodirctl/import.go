@@ -278,8 +278,10 @@ func (ui *userImport) run(ctx context.Context, s *settings, lines []line[userRec
 	if err != nil {
 		stopMembers()
 	}
-	versions, merr := ui.members.wait()
 	bar.Finish()
+	note := waitNote(s.io.err, "for the group memberships still being written")
+	versions, merr := ui.members.wait()
+	note()
 	if err == nil {
 		err = merr
 	}
@@ -288,9 +290,7 @@ func (ui *userImport) run(ctx context.Context, s *settings, lines []line[userRec
 	}
 	// What the next command reads must show what this one wrote.
 	rb.users(ctx, s, ui.t, ui.created, concurrency)
-	for name, v := range versions {
-		rb.group(ctx, s, ui.t, name, v)
-	}
+	rb.groups(ctx, s, ui.t, versions)
 	return nil
 }
 

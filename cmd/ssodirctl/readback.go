@@ -30,7 +30,9 @@ func (r readBack) user(ctx context.Context, s *settings, t *client.TenantClient,
 	if !r.wait || version < 1 {
 		return
 	}
+	done := waitNote(s.io.err, fmt.Sprintf("until the query API shows user %s at version %d (--wait=false: do not wait)", username, version))
 	_, err := t.GetUser(ctx, username, client.MinVersion(version))
+	done()
 	r.report(s, "user "+username, version, err)
 }
 
@@ -40,8 +42,27 @@ func (r readBack) group(ctx context.Context, s *settings, t *client.TenantClient
 	if !r.wait || version < 1 {
 		return
 	}
+	done := waitNote(s.io.err, fmt.Sprintf("until the query API shows group %s at version %d (--wait=false: do not wait)", name, version))
 	_, err := t.GetGroup(ctx, name, client.MinVersion(version))
+	done()
 	r.report(s, "group "+name, version, err)
+}
+
+// groups waits for many groups' views (an import's membership changes), one after another.
+func (r readBack) groups(ctx context.Context, s *settings, t *client.TenantClient, versions map[string]int64) {
+	if !r.wait || len(versions) == 0 {
+		return
+	}
+	done := waitNote(s.io.err, fmt.Sprintf("until the query API shows the memberships of the %d groups written (--wait=false: do not wait)", len(versions)))
+	errs := map[string]error{}
+	for name, v := range versions {
+		_, err := t.GetGroup(ctx, name, client.MinVersion(v))
+		errs[name] = err
+	}
+	done()
+	for name, err := range errs {
+		r.report(s, "group "+name, versions[name], err)
+	}
 }
 
 // report tells of a write the query API does not show yet. A 404 means the view reached
@@ -75,7 +96,9 @@ func (r readBack) users(ctx context.Context, s *settings, t *client.TenantClient
 			return nil
 		})
 	}
+	done := waitNote(s.io.err, fmt.Sprintf("until the query API shows the %d users written (--wait=false: do not wait)", len(versions)))
 	_ = g.Wait()
+	done()
 	if len(missing) > 0 {
 		fmt.Fprintf(s.io.err, "warning: %d of the %d users written are not shown by the query API yet (%s first): %v\n",
 			len(missing), len(versions), missing[0], last)

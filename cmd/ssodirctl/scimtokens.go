@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +30,7 @@ func scimTokenRow(t client.ScimToken) []string {
 func scimTokenCreate(s *settings) *cobra.Command {
 	var expiresIn time.Duration
 	var expiresAt string
+	var printToken bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Make a SCIM token for --tenant; the token is shown this once",
@@ -36,7 +39,8 @@ for its SCIM connection (Okta's "API Token", Entra's "Secret Token"). It is vali
 the tenant's SCIM endpoints, /scim/v2/{system}/{tenant}. It is printed this once: ssodir
 keeps only an HMAC of it. Without --expires-in or --expires-at it does not expire.`,
 		Example: `  ssodirctl scim-tokens create okta-prod --system acme --tenant eu
-  ssodirctl scim-tokens create entra --expires-in 8760h -o json`,
+  ssodirctl scim-tokens create entra --expires-in 8760h -o json
+  SCIM_TOKEN=$(ssodirctl scim-tokens create okta-test --print-token)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := client.NewScimToken{Name: args[0]}
@@ -65,6 +69,10 @@ keeps only an HMAC of it. Without --expires-in or --expires-at it does not expir
 			if err != nil {
 				return err
 			}
+			if printToken {
+				fmt.Fprintln(s.io.out, t.Token)
+				return nil
+			}
 			if p.format == "table" {
 				fmt.Fprintf(s.io.err, "the token is shown this once; keep it in the identity provider's SCIM settings\n")
 				return p.one(t, append(scimTokenHeader, "TOKEN"), append(scimTokenRow(*t), t.Token))
@@ -75,6 +83,7 @@ keeps only an HMAC of it. Without --expires-in or --expires-at it does not expir
 	f := cmd.Flags()
 	f.DurationVar(&expiresIn, "expires-in", 0, "the token expires this long from now")
 	f.StringVar(&expiresAt, "expires-at", "", "the token expires at this time (RFC 3339)")
+	f.BoolVar(&printToken, "print-token", false, "print only the token (for a script: SCIM_TOKEN=$(ssodirctl scim-tokens create NAME --print-token))")
 	return cmd
 }
 
@@ -111,20 +120,56 @@ func scimTokenList(s *settings) *cobra.Command {
 
 func scimTokenRevoke(s *settings) *cobra.Command {
 	return &cobra.Command{
-		Use:     "revoke ID",
-		Short:   "Revoke a SCIM token of --tenant at once",
-		Example: "  ssodirctl scim-tokens revoke 3f0c…  --system acme --tenant eu",
+		Use:   "revoke ID|NAME",
+		Short: "Revoke a SCIM token of --tenant at once, by its id or its name",
+		Long: `Revoke a SCIM token of --tenant at once. It is named by its id (scim-tokens list shows
+it) or by its name when exactly one of the tenant's tokens has that name.`,
+		Example: "  ssodirctl scim-tokens revoke 3f0c…  --system acme --tenant eu\n  ssodirctl scim-tokens revoke okta-prod",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc, err := s.tenantClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if err := tc.RevokeScimToken(cmd.Context(), args[0]); err != nil {
+			id, err := scimTokenID(cmd.Context(), tc, args[0])
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(s.io.out, "SCIM token %s revoked\n", args[0])
+			if err := tc.RevokeScimToken(cmd.Context(), id); err != nil {
+				return err
+			}
+			if id != args[0] {
+				fmt.Fprintf(s.io.out, "SCIM token %s (%s) revoked\n", args[0], id)
+			} else {
+				fmt.Fprintf(s.io.out, "SCIM token %s revoked\n", id)
+			}
 			return nil
 		},
+	}
+}
+
+// scimTokenID is the id of the token named by idOrName: the id itself when a token has it,
+// else the id of the one token with that name. No match is left to the revoke (its 404).
+func scimTokenID(ctx context.Context, tc *client.TenantClient, idOrName string) (string, error) {
+	items, err := tc.ListScimTokens(ctx)
+	if err != nil {
+		return "", err
+	}
+	var named []string
+	for _, t := range items {
+		if t.ID == idOrName {
+			return t.ID, nil
+		}
+		if t.Name == idOrName {
+			named = append(named, t.ID)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return idOrName, nil
+	case 1:
+		return named[0], nil
+	default:
+		return "", usagef("%d SCIM tokens are named %q (%s): revoke one by its id", len(named), idOrName, strings.Join(named, ", "))
 	}
 }

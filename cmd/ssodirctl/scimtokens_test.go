@@ -47,6 +47,20 @@ func TestScimTokens(t *testing.T) {
 		t.Fatalf("the revoked token: %d", code)
 	}
 	c.fails(exitNotFound, "scim-tokens", "revoke", made.ID)
+
+	// --print-token prints the token alone (SCIM_TOKEN=$(…)); revoke takes a unique name.
+	printed := strings.TrimSpace(c.ok("scim-tokens", "create", "okta-local", "--print-token"))
+	if !strings.HasPrefix(printed, "ssodir_scim.") || strings.ContainsAny(printed, " \n") {
+		t.Fatalf("--print-token printed %q", printed)
+	}
+	if out := c.ok("scim-tokens", "revoke", "okta-local"); !strings.Contains(out, "okta-local") || !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke by name: %q", out)
+	}
+	c.ok("scim-tokens", "create", "twice")
+	c.ok("scim-tokens", "create", "twice")
+	if r := c.fails(exitUsage, "scim-tokens", "revoke", "twice"); !strings.Contains(r.errOut, "revoke one by its id") {
+		t.Fatalf("revoke of an ambiguous name: %+v", r)
+	}
 	c.fails(exitUsage, "scim-tokens", "create", "x", "--expires-in", "1h", "--expires-at", "2030-01-01T00:00:00Z")
 	c.fails(exitUsage, "scim-tokens", "create", "x", "--expires-at", "tomorrow")
 }

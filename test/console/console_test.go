@@ -88,7 +88,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		setValue(`#user-form [name="last_name"]`, "Dough"),
 		click("#save-user"),
 		waitText("#user-last-name", "Dough"), waitText("#flash", "Changes saved"),
-		waitText("#activity li:first-child", "Updated"), waitText("#activity li:first-child", "last_name"),
+		waitText("#activity li:first-child", "Updated"), waitText("#activity li:first-child", "Last name"),
 		waitText("#activity li:first-child .old", "Doe"), waitText("#activity li:first-child .new", "Dough"),
 		waitText("#activity li:first-child", "bootstrap"))
 	b.run(a, "the edit form is labelled too", click("#edit-user"), labelled(), click(`#user-form button[type="button"]`))

@@ -147,6 +147,8 @@ func TestCraftedSignInLinks(t *testing.T) {
 	other := b.tab()
 	b.run(other, "a used link, opened again, signs in no one",
 		chromedp.Navigate(link), waitText("#code-error", "used or has expired"),
+		// Its message points to the token field: it is there, below it.
+		waitText("#code-error", "enter the development token below"), waitFor(`#dev-signin input[name="token"]`),
 		poll(`sessionStorage.getItem("ssodir.session") === null`))
 	evil.none(t)
 	b.noErrors()

@@ -124,18 +124,26 @@ func TestBulkActions(t *testing.T) {
 	b.run(a, "an unknown group is named next to its field, and nothing is sent",
 		click("#select-all"), waitText("#bulk-count", "5 selected"),
 		setValue("#bulk-group", "Nope"), click("#bulk-add"), waitText("#bulk .field-error", "no group named Nope"))
-	b.run(a, "add to a group: the deleted user fails, a member already is one",
+	b.run(a, "add to a group: the deleted user fails, a member already is one, the others join in one change",
 		click("#select-all"), waitText("#bulk-count", "None selected"),
-		checkUser("b3"), checkUser("b4"), checkUser("b5"),
+		checkUser("b1"), checkUser("b3"), checkUser("b4"), checkUser("b5"),
 		setValue("#bulk-group", "ops"), click("#bulk-add"),
-		waitText("#bulk-summary", "1 added to ops, 1 already members, 1 failed"), waitText("#bulk-failures", "b5"))
-	waitProjected(t, in, "/groups/ops/members", 2)
+		waitText("#bulk-summary", "2 added to ops, 1 already members, 1 failed"), waitText("#bulk-failures", "b5"),
+		waitText("#bulk-failures", "no longer exists"))
+	waitProjected(t, in, "/groups/ops/members", 3)
 	var members struct {
 		Items []struct{ Username string } `json:"items"`
 	}
 	_ = json.Unmarshal(mustCall(t, 200, "GET", query+"/groups/ops/members", nil), &members)
-	if len(members.Items) != 2 || members.Items[0].Username != "b3" || members.Items[1].Username != "b4" {
-		t.Fatalf("members of Ops: %+v, want b3 and b4", members.Items)
+	if len(members.Items) != 3 || members.Items[0].Username != "b1" || members.Items[1].Username != "b3" || members.Items[2].Username != "b4" {
+		t.Fatalf("members of Ops: %+v, want b1, b3 and b4", members.Items)
+	}
+	// Created (1), b4 (2), then b1 and b3 in one members change (3): not one version a user.
+	var ops struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(mustCall(t, 200, "GET", query+"/groups/ops", nil), &ops); err != nil || ops.Version != 3 {
+		t.Fatalf("Ops is at version %d (%v) after the bulk add, want 3: one members change", ops.Version, err)
 	}
 
 	// keycloak-sync does not run here: its card says it cannot be reached.

@@ -6,7 +6,8 @@ package devrun
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,26 +42,36 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// firstCommands is the README's block of first ssodirctl commands, as written there.
-func firstCommands(t *testing.T, root string) string {
+// block is one fenced block of README.md: its language and its text.
+type block struct {
+	lang, text string
+}
+
+// readmeBlocks is every fenced block of README.md, in order.
+func readmeBlocks(t *testing.T, root string) []block {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "<!-- first-commands")
-	if !ok {
-		t.Fatal("README.md has no <!-- first-commands --> block")
+	var blocks []block
+	var cur *block
+	for _, line := range strings.SplitAfter(string(readme), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			cur = &block{lang: strings.TrimPrefix(trimmed, "```")}
+		case cur != nil && trimmed == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.text += line
+		}
 	}
-	_, block, ok := strings.Cut(after, "```sh\n")
-	if !ok {
-		t.Fatal("README.md's first-commands block is not a ```sh block")
+	if cur != nil {
+		t.Fatalf("README.md's last block (%s) is not closed", cur.lang)
 	}
-	block, _, ok = strings.Cut(block, "```")
-	if !ok || !strings.Contains(block, "ssodirctl import users") {
-		t.Fatalf("README.md's first-commands block is not the one expected:\n%s", block)
-	}
-	return block
+	return blocks
 }
 
 // run is one `make run`: the runner's process and what it printed.
@@ -84,17 +95,20 @@ func (r *run) Write(p []byte) (int, error) {
 	return r.out.Write(p)
 }
 
-// devEnv is what every run and every ssodirctl command of the test gets.
+// devEnv is what every run and every command of the test gets: work is a fresh checkout
+// (links to the repository's files, without .data/ and bin/), bin is its bin/, and env
+// has a Go bin directory of its own (GOPATH), off the PATH, and no ssodirctl on the PATH.
 type devEnv struct {
-	root, work, bin string
-	env             []string
+	root, work, bin, gopath string
+	env                     []string
 }
 
-// start runs scripts/run-dev.sh and waits until it says that ssodir is running.
-func (d *devEnv) start(t *testing.T) *run {
+// start runs `make target` in the work directory, as a newcomer does, and waits until it
+// says that ssodir is running.
+func (d *devEnv) start(t *testing.T, target string) *run {
 	t.Helper()
-	r := &run{cmd: exec.Command(filepath.Join(d.root, "scripts", "run-dev.sh")), done: make(chan struct{})}
-	r.cmd.Dir = d.root
+	r := &run{cmd: exec.Command("make", target), done: make(chan struct{})}
+	r.cmd.Dir = d.work
 	r.cmd.Env = d.env
 	r.cmd.Stdout, r.cmd.Stderr = r, r
 	// Its own process group, so that the test can end everything it started.
@@ -104,23 +118,26 @@ func (d *devEnv) start(t *testing.T) *run {
 	}
 	go func() { r.err = r.cmd.Wait(); close(r.done) }()
 	t.Cleanup(func() { r.stop(t) })
-	deadline := time.After(4 * time.Minute)
+	// make run builds the binaries first: in a fresh checkout, on a loaded machine, that
+	// may take minutes.
+	deadline := time.After(12 * time.Minute)
 	for !strings.Contains(r.output(), "ssodir is running") {
 		select {
 		case <-r.done:
 			t.Fatalf("make run ended before it was running (%v):\n%s", r.err, r.output())
 		case <-deadline:
-			t.Fatalf("make run not running within 4 minutes:\n%s", r.output())
+			t.Fatalf("make run not running within 12 minutes:\n%s", r.output())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return r
 }
 
-// interrupt is Ctrl-C: SIGINT to the runner, which stops the rest.
+// interrupt is Ctrl-C in the terminal: SIGINT to the whole process group (make, the
+// runner and what it started); the runner stops the rest.
 func (r *run) interrupt(t *testing.T) {
 	t.Helper()
-	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	r.wait(t)
@@ -140,7 +157,7 @@ func (r *run) stop(t *testing.T) {
 	select {
 	case <-r.done:
 	default:
-		_ = r.cmd.Process.Signal(syscall.SIGINT)
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGINT)
 		select {
 		case <-r.done:
 		case <-time.After(time.Minute):
@@ -150,13 +167,13 @@ func (r *run) stop(t *testing.T) {
 	}
 }
 
-// ssodirctl runs a shell script with the built ssodirctl first on the PATH, in the work
-// directory (which holds .data/ and examples/ as the repository's root does).
+// shell runs a shell script in the work directory (the checkout's root), with the Go bin
+// directory the README's install block puts ssodirctl in on the PATH.
 func (d *devEnv) shell(t *testing.T, script string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+script)
 	cmd.Dir = d.work
-	cmd.Env = append(d.env, "PATH="+d.bin+":"+os.Getenv("PATH"))
+	cmd.Env = append(d.env, "PATH="+filepath.Join(d.gopath, "bin")+":"+d.path())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s\n--- output:\n%s", err, script, out)
@@ -223,40 +240,165 @@ func countLines(t *testing.T, path string) int {
 	return n
 }
 
-// TestMakeRun starts `make run` on a fresh data directory, runs the README's first
-// ssodirctl commands exactly as written, stops it with Ctrl-C, starts it again and finds
-// the users, then kills one service and expects the runner to name it and its log.
+// path is the test's PATH: its own, without any directory that holds an ssodirctl.
+func (d *devEnv) path() string {
+	var keep []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(dir, "ssodirctl")); err != nil {
+			keep = append(keep, dir)
+		}
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}
+
+// checkout makes work a fresh checkout of root: a link to each of its entries but .git,
+// .data and bin.
+func checkout(t *testing.T, root, work string) {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case ".git", ".data", "bin":
+			continue
+		}
+		if err := os.Symlink(filepath.Join(root, e.Name()), filepath.Join(work, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// goEnv is `go env NAME` of the test's own environment.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// section is what the README session printed between the marker of block n and the next.
+func section(out string, n int) string {
+	_, after, _ := strings.Cut(out, fmt.Sprintf("### README block %d\n", n))
+	before, _, _ := strings.Cut(after, "### README block ")
+	return before
+}
+
+// TestMakeRun is a newcomer's first hour: in a fresh checkout it starts `make run-clean`,
+// runs every command block of README.md in order, in one shell, as written (only the
+// default addresses are the test's ports), stops it with Ctrl-C, starts `make run` again
+// and finds the users, then kills one service and expects the runner to name it and its log.
 func TestMakeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts DynamoDB Local and the four services twice")
 	}
 	root := repoRoot(t)
 	tmp := t.TempDir()
-	d := &devEnv{root: root, work: filepath.Join(tmp, "work"), bin: filepath.Join(tmp, "bin")}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", d.bin+"/", "./cmd/command-api", "./cmd/query-api",
-		"./cmd/projector", "./cmd/keycloak-sync", "./cmd/ssodirctl")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	// The checkout has one path per repository, made afresh each run: Go's build cache
+	// keys packages by their directory, so a later run builds only what changed.
+	sum := sha256.Sum256([]byte(root))
+	work := filepath.Join(os.TempDir(), "ssodir-devrun-"+hex.EncodeToString(sum[:6]))
+	if err := os.RemoveAll(work); err != nil {
+		t.Fatal(err)
 	}
-	copyFile(t, filepath.Join(root, "examples", "people.csv"), filepath.Join(d.work, "examples", "people.csv"))
+	t.Cleanup(func() { _ = os.RemoveAll(work) })
+	d := &devEnv{root: root, work: work, gopath: filepath.Join(tmp, "gopath")}
+	d.bin = filepath.Join(d.work, "bin")
+	checkout(t, root, d.work)
+
+	// The README's blocks: its first runs make; every other sh block runs in the session.
+	blocks := readmeBlocks(t, root)
+	if len(blocks) == 0 || blocks[0].lang != "sh" {
+		t.Fatalf("README.md does not begin with a sh block: %+v", blocks)
+	}
+	var makeTargets []string
+	for _, line := range strings.Split(strings.TrimSpace(blocks[0].text), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		makeTargets = append(makeTargets, strings.TrimSpace(cmd))
+	}
+	if strings.Join(makeTargets, ",") != "make run,make run-clean,make test" {
+		t.Fatalf("README.md's first block is not make run, make run-clean, make test: %q", makeTargets)
+	}
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
 	command, query := addr(), addr()
-	d.env = append(os.Environ(),
-		"SSODIR_DATA_DIR="+filepath.Join(d.work, ".data"), "SSODIR_BIN_DIR="+d.bin,
+	addresses := strings.NewReplacer("localhost:8080", command, "127.0.0.1:8080", command,
+		"localhost:8081", query, "127.0.0.1:8081", query)
+	var session strings.Builder
+	var sh []int // the numbers of the README's sh blocks the session runs
+	for i, b := range blocks[1:] {
+		switch b.lang {
+		case "sh":
+			n := i + 2
+			sh = append(sh, n)
+			fmt.Fprintf(&session, "echo '### README block %d'\n%s", n, addresses.Replace(b.text))
+		case "go":
+			// Go code for the client, not a command.
+		default:
+			t.Fatalf("README.md's block %d is %q: test/devrun knows sh and go blocks", i+2, b.lang)
+		}
+	}
+	session.WriteString("echo '### README block end'\ncommand -v ssodirctl\n")
+
+	var env []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "GOBIN", "GOPATH", "PATH", "SSODIR_DATA_DIR", "SSODIR_BIN_DIR":
+		default:
+			env = append(env, kv)
+		}
+	}
+	d.env = append(env, "PATH="+d.path(),
+		// A Go bin directory of the test's own, off the PATH; the modules it has already.
+		"GOPATH="+d.gopath, "GOMODCACHE="+goEnv(t, "GOMODCACHE"), "GOCACHE="+goEnv(t, "GOCACHE"),
 		fmt.Sprintf("DYNAMODB_LOCAL_PORT=%d", freePort(t)),
 		"SSO_COMMAND_ADDR="+command, "SSO_QUERY_ADDR="+query, "SSO_PROJECTOR_ADDR="+addr(), "SSO_KEYCLOAK_SYNC_ADDR="+addr(),
 		// ssodirctl's defaults are the default addresses; the test's services are elsewhere.
 		"SSODIR_COMMAND_URL=http://"+command, "SSODIR_QUERY_URL=http://"+query)
 
-	first := d.start(t)
-	out := d.shell(t, firstCommands(t, root))
-	for _, want := range []string{"users: 8 created, 0 unchanged, 0 conflicts", "asmith", "bsmythe", "esmall", "cjones"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the README's first commands did not print %q:\n%s", want, out)
+	first := d.start(t, "run-clean")
+	scimBase := "http://" + command + "/scim/v2/demo/acme"
+	if !strings.Contains(first.output(), "SCIM base URL  "+scimBase) {
+		t.Errorf("make run does not print the demo tenant's SCIM base URL %s:\n%s", scimBase, first.output())
+	}
+	readme := exec.Command("bash", "-c", "set -euo pipefail\n"+session.String())
+	readme.Dir = d.work
+	readme.Env = d.env
+	outBytes, err := readme.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's command blocks failed (%v):\n%s\n--- output:\n%s", err, session.String(), out)
+	}
+	_, which, _ := strings.Cut(out, "### README block end\n")
+	if got, want := strings.TrimSpace(which), filepath.Join(d.gopath, "bin", "ssodirctl"); got != want {
+		t.Errorf("after the README's blocks, ssodirctl is %q, want the one make install put in %s", got, want)
+	}
+	if len(sh) != 4 {
+		t.Fatalf("README.md has sh blocks %v after its first; this test knows four (curl, install, first commands, SCIM)", sh)
+	}
+	checks := [][]string{
+		// The create, the read that waits for it, and a list that shows it.
+		{`"username":"asmith"`, `"items":[{`},
+		{"ssodirctl is " + filepath.Join(d.gopath, "bin", "ssodirctl")},
+		{"users: 8 created, 0 unchanged, 0 conflicts", "asmith", "bsmythe", "esmall", "cjones"},
+		{"okta-local", `"totalResults":0`, scimBase + "/Users/", `"active":false`, "revoked"},
+	}
+	for i, n := range sh {
+		got := section(out, n)
+		for _, want := range checks[i] {
+			if !strings.Contains(got, want) {
+				t.Errorf("README block %d did not print %q:\n%s", n, want, got)
+			}
 		}
+	}
+	if list := strings.TrimSpace(section(out, sh[0])); !strings.HasPrefix(list[strings.LastIndex(list, "\n")+1:], `{"items":[{`) ||
+		!strings.Contains(list[strings.LastIndex(list, "\n")+1:], `"username":"asmith"`) {
+		t.Errorf("the README's list after the create does not show asmith:\n%s", list)
 	}
 	if n := countLines(t, filepath.Join(d.work, "backup.jsonl")); n != 8 {
 		t.Errorf("export users wrote %d users, want the 8 imported", n)
@@ -267,13 +409,22 @@ ssodirctl groups members list admins -o json`)
 	if err := json.Unmarshal([]byte(admins), &members); err != nil || len(members) != 2 || members[0].Username != "asmith" || members[1].Username != "cjones" {
 		t.Errorf("admins are %s (%v), want asmith and cjones", admins, err)
 	}
+	scimUser := d.shell(t, `export SSODIR_TOKEN=$(cat .data/dev-token) SSODIR_SYSTEM=demo SSODIR_TENANT=acme
+ssodirctl users list --email kwong@example.com -o json`)
+	var made []struct {
+		Username string
+		IsActive bool `json:"is_active"`
+	}
+	if err := json.Unmarshal([]byte(scimUser), &made); err != nil || len(made) != 1 || made[0].Username != "kwong@example.com" || made[0].IsActive {
+		t.Errorf("the user the README's SCIM block made and deactivated is %s (%v)", scimUser, err)
+	}
 
 	first.interrupt(t)
 	if o := first.output(); !strings.Contains(o, "stopping (interrupted)") || strings.Contains(o, "exited") {
 		t.Errorf("Ctrl-C printed:\n%s", o)
 	}
 
-	second := d.start(t)
+	second := d.start(t, "run")
 	users := d.shell(t, `export SSODIR_TOKEN=$(cat .data/dev-token) SSODIR_SYSTEM=demo SSODIR_TENANT=eu
 ssodirctl users list -o json`)
 	var list []struct{ Username string }

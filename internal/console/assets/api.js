@@ -78,10 +78,29 @@ export function randomString(bytes) {
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
-const unreachable = (base, what) => new ApiError(0, { title: `Cannot reach ${base}`,
-  detail: `${what} did not answer. Is it running, and does its SSO_CORS_ORIGINS allow ${location.origin}?` });
-const noAnswer = (base, ms) => new ApiError(0, { code: 'timeout', title: 'No answer',
-  detail: `${base} did not answer within ${Math.round(ms / 1000)} s. It may be overloaded or paused; try again.` });
+// serviceName is which service base is, in words: the query API (this page's server), the
+// command API, the projector or keycloak-sync, as the console was told their addresses.
+export function serviceName(base) {
+  const b = (base || '').replace(/\/+$/, '');
+  if (b === location.origin) return 'the query API';
+  const names = { command_api: 'the command API', projector: 'the projector', keycloak_sync: 'keycloak-sync' };
+  for (const k of SERVICES) if (b && endpoint(k) === b) return names[k];
+  return 'the service';
+}
+
+// unreachable is a service that refused the connection or failed before answering. The
+// query API served this page, so only its being down can apply; another service may also
+// not list this console's origin in its SSO_CORS_ORIGINS (the browser then hides its answer).
+function unreachable(base) {
+  const name = serviceName(base);
+  const hint = base === location.origin || base === ''
+    ? 'Is it running? It served this page, so it stopped or restarted since.'
+    : `Is it running, and does its SSO_CORS_ORIGINS list this console's origin, ${location.origin}?`;
+  return new ApiError(0, { code: 'unreachable', title: `Cannot reach ${name}`, detail: `${cap(name)} at ${base} did not answer. ${hint}` });
+}
+const noAnswer = (base, ms) => new ApiError(0, { code: 'timeout', title: `No answer from ${serviceName(base)}`,
+  detail: `${cap(serviceName(base))} at ${base} did not answer within ${Math.round(ms / 1000)} s. It may be overloaded or paused; try again.` });
+const cap = (s) => s.charAt(0).toUpperCase() + s.slice(1);
 
 // timedFetch is fetch with the read timeout, which also bounds reading the body: a read
 // that takes longer fails with a 'timeout' ApiError, while the page's own abort (it went
@@ -101,7 +120,7 @@ function failure(e, base, signal) {
   if (signal && signal.aborted) return new DOMException('aborted', 'AbortError');
   if (e && e.name === 'TimeoutError') return noAnswer(base, readTimeout());
   if (e instanceof ApiError) return e;
-  return unreachable(base, base);
+  return unreachable(base);
 }
 
 async function readBody(res, base, signal) {
@@ -156,7 +175,9 @@ export async function request(base, method, path, opts = {}) {
   return { status: res.status, data, version };
 }
 
-const enc = encodeURIComponent;
+// enc is one path segment: '@' stays as it is (RFC 3986 allows it in a path), so that a
+// username that is an email address reaches every route as it is written.
+const enc = (s) => encodeURIComponent(s).replace(/%40/g, '@');
 
 // Tenant is one tenant's routes on both APIs.
 export class Tenant {
@@ -187,6 +208,8 @@ export class Tenant {
   updateGroup(name, version, body) { return this.write('PATCH', `/groups/${enc(name)}`, { body, ifMatch: version }); }
   deleteGroup(name, version) { return this.write('DELETE', `/groups/${enc(name)}`, { ifMatch: version }); }
   addMember(group, version, user) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version }); }
+  changeMembers(group, version, body) { return this.write('POST', `/groups/${enc(group)}/members`, { body, ifMatch: version }); }
+  scimTokens(opts) { return request(commandBase(), 'GET', `${this.prefix}/scim-tokens`, opts); }
   removeMember(group, version, user) { return this.write('DELETE', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version }); }
 }
 

@@ -6,6 +6,7 @@ import {
 import { devSignIn, keepFresh, loadServerConfig, oidcFinish, oidcStart, redeemCode, renew } from './auth.js';
 import { clear, field, h, time } from './dom.js';
 import { listView, parseRoute, problemBox, setParams } from './ui.js';
+import { actorName, fieldLabel, value } from './words.js';
 
 const main = document.getElementById('main');
 const PAGE = 25;
@@ -22,6 +23,8 @@ let linkNotices = [];
 // pendingLink is what a sign-in link asks that needs the user's yes: addresses to use, or
 // a development code to replace the tab's session with.
 let pendingLink = null;
+// codeError is why the one-time code of the last sign-in link did not sign in.
+let codeError = null;
 
 // ---------------------------------------------------------------- routing and frame
 
@@ -122,8 +125,11 @@ async function render() {
     if (!sub) focusHeading();
   } catch (e) {
     if (e.name === 'AbortError') return;
-    const heading = { 403: 'Not allowed', 404: 'Not found', 503: 'Service unavailable' }[e.status] || (e.code === 'timeout' ? 'No answer' : 'Something went wrong');
-    page(heading, h('h1', {}, heading), problemBox(e),
+    // A service that did not answer is the heading itself ("No answer from the query API").
+    const heading = e.status === 0 && e.problem && e.problem.title ? e.problem.title
+      : { 403: 'Not allowed', 404: 'Not found', 503: 'Service unavailable' }[e.status] || 'Something went wrong';
+    page(heading, h('h1', {}, heading),
+      e.status === 0 ? h('div', { class: 'form-error', role: 'alert' }, e.problem.detail || '') : problemBox(e),
       h('p', {}, h('button', { type: 'button', id: 'page-retry', onclick: () => render() }, 'Try again')));
   } finally {
     clearTimeout(loadingTimer);
@@ -273,6 +279,8 @@ async function signinPage(params) {
   const s = settings();
   const notices = linkNotices.map((n) => h('div', { class: 'alert warn link-notice', role: 'alert' }, n));
   linkNotices = [];
+  const failedCode = codeError ? h('div', { id: 'code-error' }, problemBox(codeError)) : null;
+  codeError = null;
   const confirm = pendingLink ? linkConfirm(pendingLink) : null;
 
   const fromServer = addressesFromServer();
@@ -303,8 +311,8 @@ async function signinPage(params) {
   field('Token', h('input', { name: 'token', type: 'password', autocomplete: 'off' })),
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: sso ? null : 'primary' }, 'Sign in with token')));
   const current = session();
-  page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), notices, confirm,
-    current ? h('p', { class: 'muted', id: 'signed-in-as' }, `This tab is signed in as ${current.subject}. `, h('a', { href: '#/tenants' }, 'Go on as them')) : null,
+  page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), failedCode, notices, confirm,
+    current ? h('p', { class: 'muted', id: 'signed-in-as' }, `This tab is signed in as ${current.subject}. `, h('a', { href: '#/tenants' }, `Continue as ${current.subject}`)) : null,
     sso, dev,
     h('details', { open: !fromServer && !endpoint('command_api') ? true : null }, h('summary', {}, 'Connection settings'), conn)));
   focusHeading();
@@ -316,10 +324,11 @@ async function signInWithCode(link) {
   try {
     devSignIn(await redeemCode(link.code));
   } catch (e) {
+    // The sign-in page itself, with why the link did not sign in above the ways that can
+    // (its message points to the token field there).
     linkNotices = [];
-    page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), h('div', { id: 'code-error' }, problemBox(e)),
-      h('p', {}, h('a', { href: '#/signin' }, 'Sign in another way'))));
-    focusHeading();
+    codeError = e;
+    await signinPage(new URLSearchParams());
     return;
   }
   pendingFlash = linkNotices.join(' ');
@@ -526,9 +535,11 @@ async function usersPage(t, params, signal) {
         h('td', {}, u.email),
         h('td', { class: 'wide-only' }, status(u.is_active)),
         h('td', { class: 'wide-only' }, time(u.updated_at)))),
+      onLoading: () => { bulk.loaded([]); selectAll.checked = false; selectAll.disabled = true; },
       onLoaded: (items) => {
         bulk.loaded(items);
         selectAll.checked = false;
+        selectAll.disabled = !items.length;
         summary.textContent = items.length ? searchSummary(q, b, o) : '';
       },
       onError: (e) => {
@@ -584,7 +595,7 @@ function bulkActions(t, getList, signal) {
   const names = h('datalist', { id: 'bulk-group-names' });
   const add = h('button', { type: 'button', id: 'bulk-add', disabled: true }, 'Add to group');
   const result = h('div', { id: 'bulk-result', 'aria-live': 'polite' });
-  const form = h('div', { class: 'card bulk', id: 'bulk', role: 'group', 'aria-label': 'With the selected users' },
+  const form = h('div', { class: 'card bulk idle', id: 'bulk', role: 'group', 'aria-label': 'With the selected users' },
     h('div', { class: 'toolbar' }, h('div', { class: 'bulk-count' }, count), deactivate, activate,
       h('div', { class: 'grow' }, field('Group', groupIn)), names, add), result);
   let running = false;
@@ -593,6 +604,8 @@ function bulkActions(t, getList, signal) {
     count.textContent = selected.size ? `${selected.size} selected` : 'None selected';
     for (const b of [deactivate, activate, add]) b.disabled = running || !selected.size;
     for (const box of boxes.values()) box.disabled = running;
+    // At phone width the actions take room only once there is something to act on.
+    form.classList.toggle('idle', !selected.size && !running && !result.hasChildNodes());
   };
 
   async function run(label, each) {
@@ -658,25 +671,70 @@ function bulkActions(t, getList, signal) {
       showErrors(form, e.status === 404 ? new ApiError(404, { title: 'Not found', errors: [{ field: 'group', message: `no group named ${name}` }] }) : e);
       return;
     }
-    let version = group.version;
-    await run('Adding', async (u) => {
-      let res;
-      try {
-        res = await t.addMember(group.name, version, u.username);
-      } catch (e) {
-        // Another writer changed the group meanwhile: a membership does not depend on the
-        // rest of the group, so read its version again and try once more.
-        if (!(e instanceof ApiError) || e.status !== 412) throw e;
-        ({ data: group } = await t.group(group.name, { signal }));
-        version = group.version;
-        res = await t.addMember(group.name, version, u.username);
-      }
-      const changed = res.version !== version;
-      version = res.version || version;
-      const final = version;
-      return { changed, wait: changed ? () => t.group(group.name, { minVersion: final, signal }) : null };
-    });
+    await addAll(group);
   });
+
+  // addAll adds the selected users to group in one members change (POST
+  // /groups/{name}/members: one group version), with the group's version as If-Match (read
+  // again if another writer changed the group meanwhile). Users deleted since the list was
+  // read refuse the whole change, each named: they are reported, and the others sent again.
+  // Which users the change added is read from the group's activity of the new version.
+  async function addAll(group) {
+    clearErrors(form);
+    const users = [...selected.values()].map((u) => u.username);
+    running = true;
+    refresh();
+    const failed = [];
+    let added = [];
+    let already = [];
+    try {
+      clear(result).append(h('p', { class: 'muted', role: 'status' }, `Adding ${users.length} to ${group.name}…`));
+      let send = users;
+      let res = null;
+      for (let tries = 0; send.length && tries < 5; tries++) {
+        try {
+          res = await t.changeMembers(group.name, group.version, { add: send });
+          break;
+        } catch (e) {
+          if (e.name === 'AbortError') return;
+          if (e instanceof ApiError && e.status === 412) {
+            ({ data: group } = await t.group(group.name, { signal }));
+            continue;
+          }
+          const unknown = e instanceof ApiError && e.status === 404
+            ? e.fields.map((f) => /^no user (.+)$/.exec(f.message || '')).filter(Boolean).map((m) => m[1]) : [];
+          if (!unknown.length) {
+            for (const u of send) failed.push([u, e.message || String(e)]);
+            send = [];
+            break;
+          }
+          for (const u of unknown) failed.push([u, 'no longer exists (deleted since the list was read)']);
+          send = send.filter((u) => !unknown.includes(u));
+        }
+      }
+      const v = res ? res.version || (res.data && res.data.version) : null;
+      if (v && v !== group.version) {
+        await t.group(group.name, { minVersion: v, signal }).catch(() => {});
+        const entity = `group:${group.name.toLowerCase()}`;
+        const { data } = await until(() => t.activity({ entity, limit: 100 }, { signal }),
+          (r) => r.data.items.some((x) => x.version === v), signal);
+        added = data.items.filter((x) => x.version === v && x.type === 'group.member_added')
+          .map((x) => x.changes && x.changes.member && x.changes.member.new).filter((n) => send.includes(n));
+        if (!added.length) added = send; // the activity did not come in time: the change did
+      }
+      already = send.filter((u) => !added.includes(u));
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      showErrors(form, e);
+      return;
+    } finally {
+      running = false;
+      refresh();
+    }
+    if (signal.aborted) return;
+    summarize('Adding', added, already, failed);
+    getList().reload();
+  }
 
   t.groups({ limit: 100 }, { signal }).then(({ data }) => names.append(...data.items.map((g) => h('option', { value: g.name })))).catch(() => {});
   return {
@@ -687,7 +745,11 @@ function bulkActions(t, getList, signal) {
       boxes.set(u.username, box);
       return h('label', {}, box, h('span', { class: 'sr-only' }, `Select ${u.username}`));
     },
-    loaded() { selected.clear(); for (const [n, b] of [...boxes]) if (!b.isConnected) boxes.delete(n); refresh(); },
+    loaded() {
+      selected.clear();
+      for (const [n, b] of [...boxes]) { b.checked = false; if (!b.isConnected) boxes.delete(n); }
+      refresh();
+    },
     selectAll(on) {
       for (const box of boxes.values()) {
         box.checked = on;
@@ -728,7 +790,13 @@ function newUserPage(t) {
 
 async function userPage(t, username, params, signal) {
   const min = takeReadAfter(`user:${username}`);
-  const { data: u } = await t.user(username, { minVersion: min, signal });
+  let u;
+  try {
+    ({ data: u } = await t.user(username, { minVersion: min, signal }));
+  } catch (e) {
+    if (e.status === 404) { gonePage(t, 'user', username); return; }
+    throw e;
+  }
   const what = `User ${u.username}`;
   const facts = h('dl', { class: 'facts', id: 'user-facts' },
     h('dt', {}, 'Username'), h('dd', {}, u.username),
@@ -796,6 +864,21 @@ async function userPage(t, username, params, signal) {
   activitySection(t, `user:${u.username}`, u.version, activitySec, signal);
 }
 
+// gonePage is the page of a user or group the tenant does not have (any more): in plain
+// words, with where to look instead. The directory cannot tell an erased user from one
+// that never was: an erasure keeps no name (docs/erasure.md).
+function gonePage(t, kind, name) {
+  const list = kind === 'user' ? 'users' : 'groups';
+  const why = kind === 'user'
+    ? `It was deleted or erased, or never existed here. An erased person leaves no name behind, so the directory cannot tell which; their group memberships show as “an erased person”.`
+    : 'It was deleted, or never existed here.';
+  page(`No ${kind} ${name}`, h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, list) }, kind === 'user' ? 'Users' : 'Groups'), ` / ${name}`),
+    h('h1', {}, `No ${kind} “${name}” in ${t.id}`),
+    h('div', { class: 'card', id: 'gone' }, h('p', {}, why),
+      h('p', {}, h('a', { href: kind === 'user' ? `${tenantHash(t, 'users')}?q=${enc(name)}` : tenantHash(t, 'groups') }, kind === 'user' ? `Search the users for “${name}”` : 'All groups'),
+        ' · ', h('a', { href: tenantHash(t, 'activity') }, 'Today’s activity'))));
+}
+
 function attrs(a) {
   const keys = Object.keys(a || {});
   if (!keys.length) return '—';
@@ -854,11 +937,6 @@ const typeLabels = {
   'group.member_added': 'Member added', 'group.member_removed': 'Member removed',
 };
 
-function show(v) {
-  if (v === undefined || v === null || v === '') return '—';
-  return typeof v === 'string' ? v : JSON.stringify(v);
-}
-
 function entityLink(t, entity) {
   const i = entity.indexOf(':');
   const kind = entity.slice(0, i);
@@ -871,11 +949,11 @@ function activityItem(t, a, withEntity) {
   const changes = Object.entries(a.changes || {});
   return h('li', {},
     h('div', { class: 'what' }, typeLabels[a.type] || a.type, withEntity ? [' · ', entityLink(t, a.entity)] : null, h('span', { class: 'muted' }, ` · v${a.version}`)),
-    h('div', { class: 'meta' }, 'by ', h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` }, a.actor), ' at ', time(a.occurred_at)),
+    h('div', { class: 'meta' }, 'by ', actorName(t, a.actor, h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` })), ' at ', time(a.occurred_at)),
     changes.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'changes' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Field'), h('th', { scope: 'col' }, 'Old'), h('th', { scope: 'col' }, 'New'))),
-      h('tbody', {}, changes.map(([f, c]) => h('tr', {}, h('td', {}, h('code', {}, f)),
-        h('td', {}, h('span', { class: 'old' }, show(c && c.old))), h('td', {}, '→ ', h('span', { class: 'new' }, show(c && c.new)))))))) : null);
+      h('tbody', {}, changes.map(([f, c]) => h('tr', {}, h('td', { title: f }, fieldLabel(f)),
+        h('td', {}, value(c && c.old, 'old')), h('td', {}, '→ ', value(c && c.new, 'new'))))))) : null);
 }
 
 // activitySection shows an entity's activity, newest first, waiting for the item of the
@@ -910,7 +988,7 @@ async function tenantActivityPage(t, params, signal) {
     else if (dayIn.value) q.set('day', dayIn.value);
     go(`${tenantHash(t, 'activity')}?${q}`);
   } },
-  h('div', { class: 'grow' }, field('Actor (the sub of a token; bootstrap for the dev token)', actorIn)),
+  h('div', { class: 'grow' }, field('Done by', actorIn, 'Who made the changes: a person’s sign-in name, scim-token:<id> for a SCIM token, bootstrap for the development token.')),
   h('div', {}, field('or day (UTC)', dayIn)),
   h('button', { type: 'submit' }, 'Show'));
   const ol = h('ol', { class: 'timeline', id: 'tenant-activity' });
@@ -926,7 +1004,7 @@ async function tenantActivityPage(t, params, signal) {
     },
   });
   page('Activity', h('h1', {}, 'Activity'),
-    h('p', { class: 'muted', id: 'activity-scope' }, actor ? `Everything ${actor} did, newest first.` : `Everything on ${day} (UTC), newest first.`),
+    h('p', { class: 'muted', id: 'activity-scope' }, actor ? ['Everything ', actorName(t, actor, h('span', {})), ' did, newest first.'] : `Everything on ${day} (UTC), newest first.`),
     form, h('section', { class: 'card', 'aria-labelledby': 'activity-scope' }, ol, list.el));
   list.load('');
 }
@@ -977,7 +1055,13 @@ function newGroupPage(t) {
 async function groupPage(t, name, params, signal) {
   const key = `group:${name.toLowerCase()}`;
   const min = takeReadAfter(key);
-  const { data: g } = await t.group(name, { minVersion: min, signal });
+  let g;
+  try {
+    ({ data: g } = await t.group(name, { minVersion: min, signal }));
+  } catch (e) {
+    if (e.status === 404) { gonePage(t, 'group', name); return; }
+    throw e;
+  }
   const what = `Group ${g.name}`;
   const reloadWith = (version, message) => { setReadAfter(key, version); pendingFlash = message; render(); };
   const details = h('section', { class: 'card', 'aria-labelledby': 'details-h' }, h('h2', { id: 'details-h' }, 'Details'),
@@ -1089,11 +1173,11 @@ async function consumerCard(title, base, consumer, t, extra, signal) {
   const parkedTotal = sum(ms, 'ssodir_stream_dead_letters_total', { ...l, kind: 'parked' });
   const stored = sum(ms, 'ssodir_stream_dead_letters_parked', l);
   const rows = [
-    ['Lag of the last applied record', seconds(sum(ms, 'ssodir_stream_lag_seconds', l))],
-    ['Records applied (all tenants)', String(sum(ms, 'ssodir_stream_records_total', { consumer }) ?? 0)],
-    ['Dead letters now stored', String(stored ?? 0), stored ? 'warn' : null],
-    ['Dead letters written (failed / parked)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null],
-    ['Stream gaps (replay needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
+    ['How far behind: the delay of the last change applied', seconds(sum(ms, 'ssodir_stream_lag_seconds', l))],
+    ['Records applied: changes taken from the stream (all tenants)', String(sum(ms, 'ssodir_stream_records_total', { consumer }) ?? 0)],
+    ['Changes set aside after failing, now (dead letters)', String(stored ?? 0), stored ? 'warn' : null],
+    ['Changes set aside so far (failed / parked)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null],
+    ['Changes lost from the stream (a replay is needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
     ...extra(ms),
   ];
   card.append(h('dl', { class: 'facts', id: `${consumer}-facts` }, rows.map(([k, v, cls]) => [h('dt', {}, k), h('dd', {}, cls ? h('span', { class: `badge ${cls}` }, v) : v)])));

@@ -77,7 +77,8 @@ function trailSet(list, cursor, prev, n) {
 //   trailKey identifies the list and its parameters for the trail of pages; param is the
 //            URL parameter of the current cursor (pages are then in the address bar)
 //   onError  e → true when the page shows e itself (a bad search next to its field)
-//   onLoaded items → after each page is shown
+//   onLoading  () → when a page starts to replace the one shown (drop what was chosen on it)
+//   onLoaded items → after each page is shown (no items after a page failed to come)
 export function listView(o) {
   const status = h('div', { class: 'list-status', id: `${o.id}-status`, 'aria-live': 'polite' });
   let current = '';
@@ -109,6 +110,12 @@ export function listView(o) {
     failed = false;
     o.body.setAttribute('aria-busy', 'true');
     o.body.classList.add('stale');
+    // The rows shown are not the page being read: nothing on them can be clicked or chosen
+    // until it is there (a selection made on them is dropped).
+    if (!append) {
+      o.body.inert = true;
+      if (o.onLoading) o.onLoading();
+    }
     // "Loading…" only when it takes a moment, so that a quick page does not flicker.
     clear(status);
     const slow = setTimeout(() => clear(status).append(h('p', { class: 'muted loading' }, 'Loading…')), 150);
@@ -129,9 +136,19 @@ export function listView(o) {
       if (e.name === 'AbortError' || ctl.signal.aborted) return;
       failed = true;
       clear(status);
+      // The rows shown are another page's (the one before): they go, so that the list, its
+      // pager and the address bar agree and nothing is done to rows of the wrong page.
+      // Items "Show older" appended to stay: they are the list's, and still true.
+      if (!append) {
+        clear(o.body);
+        next = null;
+        if (o.onLoaded) o.onLoaded([]);
+      }
       if (!(o.onError && o.onError(e))) {
         const retry = h('button', { type: 'button', class: 'retry', onclick: () => load(cursor, append) }, 'Try again');
-        status.append(h('div', { class: 'list-error' }, problemBox(e), retry));
+        status.append(h('div', { class: 'list-error', role: 'alert' }, problemBox(e), retry));
+        // Where the user looks: the message is not left below the fold.
+        status.scrollIntoView({ block: 'nearest' });
       }
     } finally {
       clearTimeout(slow);
@@ -140,6 +157,7 @@ export function listView(o) {
         loading = null;
         o.body.removeAttribute('aria-busy');
         o.body.classList.remove('stale');
+        o.body.inert = false;
         update();
       }
     }
