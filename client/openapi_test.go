@@ -99,6 +99,10 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.SetPassword(ctx, "u", "password")
 			return err
 		},
+		"TenantClient.RenameUser": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.RenameUser(ctx, "u", "v")
+			return err
+		},
 		"TenantClient.DeleteUser": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.DeleteUser(ctx, "u")
 			return err

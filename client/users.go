@@ -52,6 +52,17 @@ func (t *TenantClient) userAction(ctx context.Context, username, action string, 
 	return &out, nil
 }
 
+// RenameUser gives a user a new username: the same person (same id) at the next version;
+// the old name is free at once. A live user of the new name is a 409 username_taken.
+func (t *TenantClient) RenameUser(ctx context.Context, username, newUsername string, opts ...Option) (*User, error) {
+	var out User
+	if _, err := t.c.call(ctx, t.c.command, http.MethodPost, t.path("/users/"+seg(username)+"/rename"),
+		map[string]string{"username": newUsername}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // SetPassword sets a user's password (8–128 characters).
 func (t *TenantClient) SetPassword(ctx context.Context, username, password string, opts ...Option) (Result, error) {
 	resp, err := t.c.call(ctx, t.c.command, http.MethodPut, t.path("/users/"+seg(username)+"/password"),

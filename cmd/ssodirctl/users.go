@@ -94,7 +94,7 @@ func usersCommand(s *settings) *cobra.Command {
 	cmd.AddCommand(userCreate(s), userGet(s), userList(s), userUpdate(s),
 		userAction(s, "activate", "Activate a user (nothing changes if active)"),
 		userAction(s, "deactivate", "Deactivate a user (nothing changes if inactive)"),
-		userSetPassword(s), userDelete(s), userErase(s), userGroups(s), entityActivity(s, "user"))
+		userSetPassword(s), userRename(s), userDelete(s), userErase(s), userGroups(s), entityActivity(s, "user"))
 	return cmd
 }
 

@@ -73,6 +73,7 @@ type api struct {
 	changePassword commands.ChangePasswordHandler
 	setActive      commands.SetUserActiveHandler
 	deleteUser     commands.DeleteUserHandler
+	renameUser     commands.RenameUserHandler
 	eraseUser      commands.EraseUserHandler
 	createGroup    commands.CreateGroupHandler
 	updateGroup    commands.UpdateGroupHandler
@@ -102,6 +103,7 @@ func Register(e *echo.Echo, d Deps) {
 		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
 		setActive:      commands.NewSetUserActiveHandler(cd),
 		deleteUser:     commands.NewDeleteUserHandler(cd),
+		renameUser:     commands.NewRenameUserHandler(cd),
 		eraseUser:      commands.NewEraseUserHandler(cd),
 		createGroup:    commands.NewCreateGroupHandler(cd),
 		updateGroup:    commands.NewUpdateGroupHandler(cd),
@@ -131,6 +133,7 @@ func Register(e *echo.Echo, d Deps) {
 	g.POST("/users/:username/activate", a.activate, write)
 	g.PUT("/users/:username/password", a.putPassword, write)
 	g.DELETE("/users/:username", a.deleteUserRoute, write)
+	g.POST("/users/:username/rename", a.postRenameUser, write)
 	g.POST("/groups", a.postGroup, write)
 	g.PATCH("/groups/:name", a.patchGroup, write)
 	g.DELETE("/groups/:name", a.deleteGroupRoute, write)

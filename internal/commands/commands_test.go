@@ -124,6 +124,8 @@ func (w *world) exec(ctx context.Context, s step) (any, error) {
 		return commands.NewSetUserActiveHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.DeleteUser:
 		return commands.NewDeleteUserHandler(d).Handle(ctx, w.tenant, c, m)
+	case commands.RenameUser:
+		return commands.NewRenameUserHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.CreateGroup:
 		return commands.NewCreateGroupHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.UpdateGroup:

@@ -197,8 +197,41 @@ type Store interface {
 	FinishMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease) error
 	// LoadRecord reads the immutable record of one version of an aggregate.
 	LoadRecord(ctx context.Context, t Tenant, kind events.AggregateKind, key string, version int64) (events.Envelope, error)
+	// MemberStates reads the membership items of username in the groups, strongly
+	// consistently: the groups it has one in.
+	MemberStates(ctx context.Context, t Tenant, username string, groupKeys []string) (map[string]MemberState, error)
+	// AppendRename writes a user rename in one transaction (docs/storage.md, "Renames").
+	AppendRename(ctx context.Context, t Tenant, r UserRename) error
 	// RecordNoop records an idempotent request that changed nothing.
 	RecordNoop(ctx context.Context, t Tenant, idem Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error
+}
+
+// MemberState is a membership item of the write model.
+type MemberState struct {
+	UserID        string
+	GroupVersion  int64
+	MembershipRev int64
+	AddedAt       time.Time
+}
+
+// UserRename is everything a rename writes, in one transaction: Change holds the person
+// under the new name (Event, User, ExpectedVersion: the new name's aggregate version, 0
+// when the name was never used; PutLookups; Idempotency); the old name's config becomes
+// Tombstone (conditioned on FromVersion) and takes the next membership revision (from
+// FromMembershipRev), as a delete does; each membership moves from the old name to the
+// new, under the new name's next membership revision (from ToMembershipRev); the email's
+// guard passes to the new name.
+type UserRename struct {
+	Change            Change
+	From              string
+	FromVersion       int64
+	Tombstone         events.User
+	FromMembershipRev int64
+	ToMembershipRev   int64
+	Email             string
+	Memberships       []events.RenamedMembership
+	// UserID is the person's id, which every moved membership item must carry.
+	UserID string
 }
 
 // Conflicts an Append can report; the handlers turn them into client errors or retries.

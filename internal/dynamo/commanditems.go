@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -34,6 +35,51 @@ type userItem struct {
 	SSOType              string              `dynamodbav:"sso_type"`
 	// ErasureID marks the tombstone of a user being erased (commands.UserAggregate).
 	ErasureID string `dynamodbav:"erasure_id,omitempty"`
+	// NamedAt and FormerNames are events.User's: when a rename gave the person this
+	// username, and the names it held before.
+	NamedAt     string       `dynamodbav:"named_at,omitempty"`
+	FormerNames []FormerName `dynamodbav:"former_names,omitempty"`
+}
+
+// FormerName is a username a person held before a rename, as the command and read tables
+// keep it (events.FormerName).
+type FormerName struct {
+	Username string `dynamodbav:"username"`
+	From     string `dynamodbav:"from"`
+	Until    string `dynamodbav:"until"`
+}
+
+// EncodeFormerNames is the stored form of a person's former names.
+func EncodeFormerNames(fs []events.FormerName) []FormerName {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]FormerName, len(fs))
+	for i, f := range fs {
+		out[i] = FormerName{Username: f.Username, From: FormatTime(f.From), Until: FormatTime(f.Until)}
+	}
+	return out
+}
+
+// DecodeFormerNames reads what EncodeFormerNames stored.
+func DecodeFormerNames(fs []FormerName) []events.FormerName {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]events.FormerName, len(fs))
+	for i, f := range fs {
+		from, _ := ParseTime(f.From)
+		until, _ := ParseTime(f.Until)
+		out[i] = events.FormerName{Username: f.Username, From: from, Until: until}
+	}
+	return out
+}
+
+func formatOptionalTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return FormatTime(t)
 }
 
 type groupItem struct {
@@ -69,6 +115,7 @@ func UserConfigItem(u events.User, passwordCiphertext string, cleanupPending boo
 		Attributes: u.Attributes, Password: passwordCiphertext, Version: u.Version,
 		CreatedAt: FormatTime(u.CreatedAt), UpdatedAt: FormatTime(u.UpdatedAt), Deleted: u.Deleted,
 		DeletedMembershipRev: u.DeletedMembershipRev, CleanupPending: cleanupPending, SSOType: "keycloak",
+		NamedAt: formatOptionalTime(u.NamedAt), FormerNames: EncodeFormerNames(u.FormerNames),
 	}
 	item, err := attributevalue.MarshalMap(it)
 	if err != nil {
@@ -146,6 +193,8 @@ type StateItem struct {
 	MembershipRev int64               `dynamodbav:"membership_rev"`
 	GroupVersion  int64               `dynamodbav:"group_version"`
 	AddedAt       string              `dynamodbav:"added_at"`
+	NamedAt       string              `dynamodbav:"named_at"`
+	FormerNames   []FormerName        `dynamodbav:"former_names"`
 }
 
 // DecodeStateItem reads a `config` or `member#` item.

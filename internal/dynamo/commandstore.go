@@ -85,12 +85,17 @@ func userAggregate(item map[string]types.AttributeValue) (commands.UserAggregate
 	}
 	created, _ := ParseTime(it.CreatedAt)
 	updated, _ := ParseTime(it.UpdatedAt)
+	var named time.Time
+	if it.NamedAt != "" {
+		named, _ = ParseTime(it.NamedAt)
+	}
 	return commands.UserAggregate{
 		Exists: true,
 		State: events.User{
 			ID: it.UserID, Username: it.Username, Email: it.Email, FirstName: it.FirstName, LastName: it.LastName,
 			IsActive: it.IsActive, Attributes: it.Attributes, Version: it.Version, CreatedAt: created, UpdatedAt: updated,
 			Deleted: it.Deleted, DeletedMembershipRev: it.DeletedMembershipRev,
+			NamedAt: named, FormerNames: DecodeFormerNames(it.FormerNames),
 		},
 		PasswordCiphertext: it.Password,
 		CleanupPending:     it.CleanupPending,

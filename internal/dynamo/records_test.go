@@ -59,6 +59,9 @@ func envelope(p events.Payload) events.Envelope {
 func everyEvent() []events.Envelope {
 	user4 := someone
 	user4.Version = 4
+	renamed := someone
+	renamed.Username, renamed.Version, renamed.NamedAt = "jane.doe", 4, later
+	renamed.FormerNames = []events.FormerName{{Username: "jdoe", From: at, Until: later}}
 	return []events.Envelope{
 		envelope(&events.UserCreated{User: someone, PasswordCiphertext: "v1.local.abc"}),
 		envelope(&events.UserUpdated{User: someone}),
@@ -67,6 +70,9 @@ func everyEvent() []events.Envelope {
 		envelope(&events.UserActivated{User: someone}),
 		envelope(&events.UserDeleted{User: tombstone, PreviousID: "7d1c", Groups: []string{"admins", "team alpha"}}),
 		envelope(&events.UserErased{User: tombstone, PreviousID: "7d1c", Groups: []string{"admins"}, ErasureID: "0b5e"}),
+		envelope(&events.UserRenamed{User: renamed, PreviousUsername: "jdoe", PreviousVersion: 3, PreviousDeletedMembershipRev: 3,
+			Memberships: []events.RenamedMembership{{GroupKey: "team alpha", GroupName: "Team Alpha", GroupVersion: 3, AddedVersion: 2,
+				AddedAt: at, MembershipRev: 1}}}),
 		envelope(&events.GroupCreated{Group: admins}),
 		envelope(&events.GroupUpdated{Group: admins}),
 		envelope(&events.GroupDeleted{Group: deletedGroup, PreviousID: "9f2e"}),
@@ -183,7 +189,7 @@ func TestDecodeRecordRefusesWhatIsNotARecord(t *testing.T) {
 	}{
 		{"a config item", func(it map[string]types.AttributeValue) { it["sk"] = s("config") }},
 		{"a membership item", func(it map[string]types.AttributeValue) { it["sk"] = s("member#jdoe") }},
-		{"an unknown event type", func(it map[string]types.AttributeValue) { it["event_type"] = s("user.renamed") }},
+		{"an unknown event type", func(it map[string]types.AttributeValue) { it["event_type"] = s("user.teleported") }},
 		{"a newer schema version", func(it map[string]types.AttributeValue) {
 			it["schema_version"] = &types.AttributeValueMemberN{Value: "2"}
 		}},

@@ -82,6 +82,7 @@ func NewRegistry() *Registry {
 		func() Payload { return &UserActivated{} },
 		func() Payload { return &UserDeleted{} },
 		func() Payload { return &UserErased{} },
+		func() Payload { return &UserRenamed{} },
 		func() Payload { return &GroupCreated{} },
 		func() Payload { return &GroupUpdated{} },
 		func() Payload { return &GroupDeleted{} },

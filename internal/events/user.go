@@ -13,6 +13,9 @@ const (
 	// UserErasedType: the person was erased (GDPR art. 17, docs/erasure.md). Its record
 	// lives only until the erasure removes the user's whole partition.
 	UserErasedType Type = "user.erased"
+	// UserRenamedType: the person took a new username; same id, next version. Its record
+	// lives under the new username; the old one is free (docs/storage.md, "Renames").
+	UserRenamedType Type = "user.renamed"
 )
 
 // User is the state of a user aggregate after an event. It never holds a password.
@@ -33,6 +36,26 @@ type User struct {
 	// DeletedMembershipRev is the user's membership revision at its last deletion: a
 	// membership recorded with a revision at or below it belongs to a deleted incarnation.
 	DeletedMembershipRev int64 `json:"deleted_membership_rev,omitempty"`
+	// NamedAt is when the person took Username by a rename; zero: at CreatedAt.
+	NamedAt time.Time `json:"named_at,omitzero"`
+	// FormerNames are the usernames the person held before, oldest first: the activity
+	// feed and an erasure of the person reach what happened under them.
+	FormerNames []FormerName `json:"former_names,omitempty"`
+}
+
+// FormerName is a username a person held from From until Until (a rename).
+type FormerName struct {
+	Username string    `json:"username"`
+	From     time.Time `json:"from"`
+	Until    time.Time `json:"until"`
+}
+
+// Named is when the person took its current username.
+func (u User) Named() time.Time {
+	if u.NamedAt.IsZero() {
+		return u.CreatedAt
+	}
+	return u.NamedAt
 }
 
 // UserCreated: a user was created (or created again after a delete).
@@ -92,6 +115,36 @@ type UserErased struct {
 
 func (UserErased) EventType() Type { return UserErasedType }
 
+// UserRenamed: the person's username changed from PreviousUsername to User.Username. The
+// old name's aggregate becomes a tombstone at PreviousVersion+1 (freeing the name, as a
+// delete does) and the person's memberships move to the new name.
+type UserRenamed struct {
+	// User is the person under the new name (same id).
+	User User `json:"user"`
+	// PreviousUsername and PreviousVersion are the name and version before the rename;
+	// PreviousDeletedMembershipRev is the old name's tombstone's membership revision.
+	PreviousUsername             string `json:"previous_username"`
+	PreviousVersion              int64  `json:"previous_version"`
+	PreviousDeletedMembershipRev int64  `json:"previous_deleted_membership_rev"`
+	// Memberships are the person's memberships, moved to the new name.
+	Memberships []RenamedMembership `json:"memberships,omitempty"`
+}
+
+// RenamedMembership is one membership a rename moved. GroupVersion is the group's version
+// when the rename was decided (it orders the moved membership against every earlier
+// membership event of the new name in that group); AddedVersion and AddedAt are those of
+// the addition; MembershipRev is the membership revision it has under the new name.
+type RenamedMembership struct {
+	GroupKey      string    `json:"group_key"`
+	GroupName     string    `json:"group_name"`
+	GroupVersion  int64     `json:"group_version"`
+	AddedVersion  int64     `json:"added_version"`
+	AddedAt       time.Time `json:"added_at"`
+	MembershipRev int64     `json:"membership_rev"`
+}
+
+func (UserRenamed) EventType() Type { return UserRenamedType }
+
 func (UserCreated) EventType() Type         { return UserCreatedType }
 func (UserUpdated) EventType() Type         { return UserUpdatedType }
 func (UserPasswordChanged) EventType() Type { return UserPasswordChangedType }
@@ -115,6 +168,8 @@ func UserState(p Payload) (User, bool) {
 	case *UserDeleted:
 		return e.User, true
 	case *UserErased:
+		return e.User, true
+	case *UserRenamed:
 		return e.User, true
 	}
 	return User{}, false

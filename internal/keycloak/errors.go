@@ -31,6 +31,10 @@ var (
 	// cannot recognise the users it manages, so it stops rather than create them.
 	ErrAttributesDropped = errors.New("keycloak: realm drops the ssodir_id attribute: " +
 		"enable unmanaged attributes (Realm settings > General) or declare ssodir_id in the user profile")
+	// ErrUsernameReadOnly: the realm refused a username change (400
+	// error-user-attribute-read-only): its "Edit username" setting (editUsernameAllowed)
+	// is off, as it is by default.
+	ErrUsernameReadOnly = errors.New("keycloak: the realm does not allow editing usernames (editUsernameAllowed is off)")
 	// ErrSafetyValve: a reconcile plan would delete more of the realm's managed users or
 	// groups than PlanOptions allow; nothing was applied.
 	ErrSafetyValve = errors.New("keycloak: safety valve")
@@ -71,6 +75,10 @@ func (e *StatusError) Is(target error) bool {
 		return e.StatusCode == http.StatusUnauthorized
 	case ErrForbidden:
 		return e.StatusCode == http.StatusForbidden
+	case ErrUsernameReadOnly:
+		// Keycloak names the field: "username: error-user-attribute-read-only" (client.go).
+		return e.StatusCode == http.StatusBadRequest &&
+			(e.Message == "username: error-user-attribute-read-only" || e.Message == "error-user-attribute-read-only")
 	}
 	return false
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // A password is sent to Keycloak once per change. Keycloak keeps no trace of which change
@@ -114,6 +115,13 @@ func (s *Syncer) UpsertUserPassword(ctx context.Context, du DirectoryUser, pw *P
 	if len(diffUser(*cur, want)) > 0 {
 		err = s.c.UpdateUser(ctx, want)
 		s.c.metrics.operation(string(ActionUpdateUser), err)
+		if err != nil && !strings.EqualFold(cur.Username, want.Username) && errors.Is(err, ErrUsernameReadOnly) {
+			// A rename waits, never a second user nor a delete and create again (which would
+			// lose the Keycloak user's id, sessions and links): the record fails until the
+			// realm allows it, as a dead letter once its retries are spent.
+			return fmt.Errorf("keycloak: rename user %s in place: %w (enable Realm settings > General > Edit username, then re-drive): %w",
+				du.ID, ErrUsernameReadOnly, err)
+		}
 		if err != nil {
 			return err
 		}

@@ -403,6 +403,8 @@ func TestReconcileRepairsDrift(t *testing.T) {
 		{
 			name: "a user renamed in Keycloak gets the directory's username back",
 			change: func(t *testing.T, e env) {
+				// Only a realm that allows editing usernames lets either side rename.
+				must(t, e.f.kc.AllowEditUsername(realm, true))
 				must(t, e.f.kc.UpdateUser(realm, e.user("bob"), func(u *keycloaktest.User) { u.Username = "robert" }))
 			},
 			want: []string{"~ update user bob: username robert→bob"},

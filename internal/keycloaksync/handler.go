@@ -264,6 +264,8 @@ func (h *Handler) sync(ctx context.Context, realm *Realm, wm *WriteModel, env ev
 		return s.RemoveMember(ctx, e.UserID, e.Group.ID)
 	case *events.GroupMembersChanged:
 		return h.syncMembers(ctx, realm, wm, e)
+	case *events.UserRenamed:
+		return h.syncRename(ctx, realm, wm, e)
 	case *events.UserCreated:
 		return h.syncUser(ctx, realm, wm, e.User, e.PasswordCiphertext)
 	case *events.UserPasswordChanged:
@@ -321,6 +323,28 @@ func (h *Handler) syncMembers(ctx context.Context, realm *Realm, wm *WriteModel,
 		}
 	}
 	return g.Wait()
+}
+
+// syncRename renames the Keycloak user in place (UpsertUser finds it by its ssodir_id),
+// then joins it to the groups the rename moved that it is still in under the new name: a
+// membership record of the old name that comes after the rename finds no membership of
+// that name, and would not send it.
+func (h *Handler) syncRename(ctx context.Context, realm *Realm, wm *WriteModel, e *events.UserRenamed) error {
+	if err := h.syncUser(ctx, realm, wm, e.User, ""); err != nil {
+		return err
+	}
+	for _, m := range e.Memberships {
+		gid, uid, ok, err := wm.Member(ctx, m.GroupKey, e.User.Username)
+		if err != nil {
+			return writeModelError{err}
+		}
+		if ok && uid == e.User.ID {
+			if err := realm.Syncer.AddMember(ctx, uid, gid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // syncUser writes the user's current state, if the event's incarnation is still the live

@@ -108,6 +108,8 @@ func (w *world) execWith(store commands.Store, cmd any) {
 		_, err = commands.NewSetUserActiveHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.DeleteUser:
 		_, err = commands.NewDeleteUserHandler(d).Handle(ctx, w.tenant, c, m)
+	case commands.RenameUser:
+		_, err = commands.NewRenameUserHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.CreateGroup:
 		_, err = commands.NewCreateGroupHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.AddMember:

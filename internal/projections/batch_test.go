@@ -81,7 +81,7 @@ func TestApplyRejectsRecordsThatDoNotAddUp(t *testing.T) {
 	wrongPayload := good
 	wrongPayload.Type = events.UserDeletedType
 	unknown := good
-	unknown.Type = "user.renamed"
+	unknown.Type = "user.teleported" // no such event
 	noID := good
 	noID.EventID = ""
 	member := w.addMemberRaw()

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -125,6 +126,11 @@ func decodeUser(item Item) (UserView, error) {
 	d.str("last_name_sort", &u.LastNameSort)
 	d.str("first_name_sort", &u.FirstNameSort)
 	d.str("name_sort", &u.NameSort)
+	if v, ok := item["former_names"]; ok && d.err == nil {
+		if err := attributevalue.Unmarshal(v, &u.FormerNames); err != nil {
+			d.err = fmt.Errorf("attribute former_names: %w", err)
+		}
+	}
 	if d.err != nil {
 		return UserView{}, fmt.Errorf("decode user item: %w", d.err)
 	}

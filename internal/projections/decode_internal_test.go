@@ -38,6 +38,16 @@ func randomFill(r *rand.Rand, v any) {
 				m["a"+strconv.Itoa(k)] = vals
 			}
 			f.Set(reflect.ValueOf(m))
+		case reflect.Slice: // of structs: a user's former names
+			if r.IntN(3) == 0 {
+				continue
+			}
+			n := 1 + r.IntN(2)
+			sl := reflect.MakeSlice(f.Type(), n, n)
+			for j := range n {
+				randomFill(r, sl.Index(j).Addr().Interface())
+			}
+			f.Set(sl)
 		default:
 			panic("randomFill: unhandled kind " + f.Kind().String())
 		}

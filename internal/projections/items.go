@@ -47,6 +47,9 @@ type UserView struct {
 	FirstNameSort        string `dynamodbav:"first_name_sort,omitempty"`
 	// NameSort is the username: GroupNameGSI's `user` partition lists users by username.
 	NameSort string `dynamodbav:"name_sort,omitempty"`
+	// FormerNames are the usernames the person held before renames, with when: the
+	// activity feed of the user reads their partitions for those times too.
+	FormerNames []dynamo.FormerName `dynamodbav:"former_names,omitempty"`
 }
 
 // GroupView is a group's `config` item (id `group#<key>`, sk `config`). A tombstone has

@@ -376,14 +376,20 @@ func (w writer) addMember(ctx context.Context, m MemberAdd) error {
 	if _, err := w.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.tables.Users), Item: GroupPointer(m.Username, m.GroupKey)}); err != nil {
 		return fmt.Errorf("put group pointer of %s to %s in %s: %w", m.Username, m.GroupKey, w.tables.Users, err)
 	}
+	put := &types.Put{
+		TableName:                 aws.String(w.tables.Users),
+		Item:                      w.stamped(m.Live),
+		ConditionExpression:       aws.String(ifNewer),
+		ExpressionAttributeNames:  map[string]string{"#v": "version"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.Version)},
+	}
+	if m.Moved {
+		put.ConditionExpression = aws.String(ifNewerOrMoved)
+		put.ExpressionAttributeNames["#mid"], put.ExpressionAttributeNames["#r"] = "member_id", "membership_rev"
+		put.ExpressionAttributeValues[":r"] = num(m.MembershipRev)
+	}
 	_, err := w.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName:                 aws.String(w.tables.Users),
-			Item:                      w.stamped(m.Live),
-			ConditionExpression:       aws.String(ifNewer),
-			ExpressionAttributeNames:  map[string]string{"#v": "version"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.Version)},
-		}},
+		{Put: put},
 		// An absent config passes: its delete, if any, has not been projected, and its
 		// cascade will reach this membership.
 		{ConditionCheck: &types.ConditionCheck{
@@ -415,6 +421,9 @@ func (w writer) addMember(ctx context.Context, m MemberAdd) error {
 	// would have left of the live item, so the result does not depend on the order.
 	return w.upsert(ctx, Upsert{Item: m.Obsolete, Version: m.Version})
 }
+
+// ifNewerOrMoved is ifNewer for a membership a rename moved (MemberAdd.Moved).
+const ifNewerOrMoved = ifNewer + " OR (#v = :v AND attribute_not_exists(#mid) AND (attribute_not_exists(#r) OR #r < :r))"
 
 // flipToTombstone turns a live membership into its tombstone. The version stays, so that
 // a later membership event of the group still orders against it, and so that the result

@@ -57,6 +57,9 @@ type MemberAdd struct {
 	MembershipRev int64
 	Live          Item
 	Obsolete      Item
+	// Moved marks a membership a rename moved to the new name: at an equal version it
+	// also replaces a tombstone of a lower membership revision (reduceUserRenamed).
+	Moved bool
 }
 
 // UserCascade tombstones every live membership of Username whose membership_rev is at
@@ -101,6 +104,7 @@ func stateReducers() map[events.Type]Reducer {
 		events.UserActivatedType:       reduceUser,
 		events.UserDeletedType:         reduceUserDeleted,
 		events.UserErasedType:          reduceUserDeleted,
+		events.UserRenamedType:         reduceUserRenamed,
 		events.GroupCreatedType:        reduceGroup,
 		events.GroupUpdatedType:        reduceGroup,
 		events.GroupDeletedType:        reduceGroupDeleted,
@@ -135,6 +139,7 @@ func reduceUser(e events.Envelope) (Effects, error) {
 		DeletedMembershipRev: u.DeletedMembershipRev,
 		UpdatedSort:          UpdatedSort(cfgUpdated, u.Username),
 		NameSort:             u.Username,
+		FormerNames:          dynamo.EncodeFormerNames(u.FormerNames),
 	}
 	if u.FirstName != "" {
 		v.FirstNameSort = NameSort(u.FirstName, u.Username)

@@ -185,6 +185,8 @@ func (f rebuildFixture) run(t *testing.T, cmds ...any) {
 			_, err = commands.NewAddMemberHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
 		case commands.ChangeMembers:
 			_, err = commands.NewChangeMembersHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		case commands.RenameUser:
+			_, err = commands.NewRenameUserHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
 		default:
 			t.Fatalf("fixture: no handler for %T", c)
 		}

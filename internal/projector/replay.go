@@ -608,7 +608,8 @@ func (r *Replayer) synthesize(ctx context.Context, row dynamo.Tenant, s stateIte
 	case s.Type == "user":
 		u := events.User{ID: s.UserID, Username: s.Username, Email: s.Email, FirstName: s.FirstName, LastName: s.LastName,
 			IsActive: s.IsActive, Attributes: s.Attributes, Version: s.Version, CreatedAt: parse(s.CreatedAt),
-			UpdatedAt: parse(s.UpdatedAt), Deleted: s.Deleted, DeletedMembershipRev: s.DeletedRev}
+			UpdatedAt: parse(s.UpdatedAt), Deleted: s.Deleted, DeletedMembershipRev: s.DeletedRev,
+			NamedAt: parse(s.NamedAt), FormerNames: dynamo.DecodeFormerNames(s.FormerNames)}
 		env.Kind, env.Key = events.KindUser, s.Username
 		env.Payload = &events.UserUpdated{User: u}
 		if s.Deleted {

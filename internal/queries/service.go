@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -621,6 +622,17 @@ func (s *Service) Activity(ctx context.Context, system, tenant string, q Activit
 		spec.keyAttrs = []string{"pk", "sk", "day_pk"}
 	}
 	spec.id.System, spec.id.Tenant = system, tenant
+	if name, ok := strings.CutPrefix(q.Entity, "user:"); ok {
+		// A person renamed before has a history under former names too.
+		u, found, err := s.getUser(ctx, t, name, false)
+		if err != nil {
+			return Page[Activity]{}, s.fail(t, err)
+		}
+		if found && !u.IsDeleted && len(u.FormerNames) > 0 {
+			page, err := s.personActivity(ctx, spec, u, q.Page)
+			return page, s.fail(t, err)
+		}
+	}
 	page, err := runList(ctx, s.db, s.cursors, spec, q.Page, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*Activity, error) {
 		out := make([]*Activity, len(raw))
 		for i, item := range raw {

@@ -162,13 +162,21 @@ func TestPatchUserAsProvidersSendIt(t *testing.T) {
 	if _, ok := user()["phoneNumbers"]; ok {
 		t.Fatal("the phone number was not removed")
 	}
-	// userName: the same name in another case changes nothing; another name is refused.
+	// userName: the same name in another case changes nothing; another name renames the
+	// user (Entra changes a UPN): the same resource, a name taken by another user is 409.
 	v := user()["meta"].(map[string]any)["version"]
 	s.scim("PATCH", "/Users/"+id, `{`+patchOp+`,"Operations":[{"op":"Replace","path":"userName","value":"JANE@contoso.com"}]}`).want(t, 200)
 	if user()["meta"].(map[string]any)["version"] != v {
 		t.Error("a userName in another case made a new version")
 	}
-	s.scim("PATCH", "/Users/"+id, `{`+patchOp+`,"Operations":[{"op":"Replace","path":"userName","value":"janet@contoso.com"}]}`).wantError(t, 400, "mutability")
+	s.createUser("taken@contoso.com", "taken@contoso.com")
+	s.scim("PATCH", "/Users/"+id, `{`+patchOp+`,"Operations":[{"op":"Replace","path":"userName","value":"taken@contoso.com"}]}`).wantError(t, 409, "uniqueness")
+	s.scim("PATCH", "/Users/"+id, `{`+patchOp+`,"Operations":[{"op":"Replace","path":"userName","value":"janet@contoso.com"},
+		{"op":"Replace","path":"name.givenName","value":"Janet"}]}`).want(t, 200)
+	if u := user(); u["userName"] != "janet@contoso.com" || u["id"] != id || u["name"].(map[string]any)["givenName"] != "Janet" {
+		t.Fatalf("after Entra's rename: %v", u)
+	}
+	v = user()["meta"].(map[string]any)["version"]
 	// If-Match is honoured; a password change is a version but never shows.
 	s.scim("PATCH", "/Users/"+id, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"password":"new-secret-1"}}]}`, "If-Match", `W/"1"`).wantError(t, 412, "")
 	r := s.scim("PATCH", "/Users/"+id, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"password":"new-secret-1"}}]}`, "If-Match", v.(string)).want(t, 200)
@@ -215,8 +223,17 @@ func TestPutUserAsOktaSendsIt(t *testing.T) {
 	if err != nil || fmt.Sprint(agg.State.Attributes) != "map[dept:[eng]]" {
 		t.Errorf("attributes %v (%v): another client's attribute must stay, SCIM's removed one must go", agg.State.Attributes, err)
 	}
+	// Okta pushes a new userName: a rename, the same resource.
 	u["userName"] = "someone.else@example.com"
-	s.scim("PUT", "/Users/"+id, jsonBody(u)).wantError(t, 400, "mutability")
+	if r := s.scim("PUT", "/Users/"+id, jsonBody(u)).want(t, 200).obj(t); r["userName"] != "someone.else@example.com" || r["id"] != id {
+		t.Fatalf("after Okta's rename: %v", r)
+	}
+	if _, err := s.store.LoadUser(t.Context(), tenant, "someone.else@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if agg, _ := s.store.LoadUser(t.Context(), tenant, "okta.user@example.com"); agg.Live() {
+		t.Error("the old name is still a live user")
+	}
 	s.scim("PUT", "/Users/not-an-id", jsonBody(u)).wantError(t, 404, "")
 }
 

@@ -58,6 +58,7 @@ type server struct {
 
 	createUser     commands.CreateUserHandler
 	updateUser     commands.UpdateUserHandler
+	renameUser     commands.RenameUserHandler
 	changePassword commands.ChangePasswordHandler
 	setActive      commands.SetUserActiveHandler
 	deleteUser     commands.DeleteUserHandler
@@ -80,6 +81,7 @@ func Register(e *echo.Echo, d Deps) {
 		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate,
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
 		updateUser:     commands.NewUpdateUserHandler(cd),
+		renameUser:     commands.NewRenameUserHandler(cd),
 		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
 		setActive:      commands.NewSetUserActiveHandler(cd),
 		deleteUser:     commands.NewDeleteUserHandler(cd),

@@ -177,10 +177,6 @@ func (s *server) modifyUser(cl *call, desired func(commands.UserAggregate) (user
 
 func (s *server) writeUser(cl *call, cur commands.UserAggregate, f userFields, ifMatch *int64) (events.User, error) {
 	state := cur.State
-	if username, _ := identity.NormalizeUsername(f.username); username != state.Username {
-		return state, badRequest(typeMutability, "userName cannot change: ssodir keys a user's history, memberships and Keycloak user by it; "+
-			"create a new user instead")
-	}
 	pin := ifMatch
 	if pin == nil {
 		v := state.Version
@@ -188,6 +184,26 @@ func (s *server) writeUser(cl *call, cur commands.UserAggregate, f userFields, i
 	}
 	if *pin != state.Version {
 		return state, apperr.VersionMismatch(*pin, state.Version)
+	}
+	// A new userName is a rename (Entra changes a UPN, Okta pushes a new userName): the
+	// same person, id and memberships under the new name, before the other changes.
+	rename := commands.RenameUser{Username: state.Username, NewUsername: f.username}
+	renaming := false
+	if username, _ := identity.NormalizeUsername(f.username); username != state.Username {
+		if err := rename.Validate(); err != nil {
+			return state, err
+		}
+		renaming = true
+	}
+	if renaming {
+		if err := s.gate.Ready(cl.ctx, cl.tenant); err != nil {
+			return state, err
+		}
+		u, err := s.renameUser.Handle(cl.ctx, cl.tenant, rename, cl.meta(pin))
+		if err != nil {
+			return state, err
+		}
+		state, pin = u, &u.Version
 	}
 	upd := commands.UpdateUser{Username: state.Username}
 	changed := false

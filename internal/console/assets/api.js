@@ -204,6 +204,7 @@ export class Tenant {
   setActive(name, version, active) { return this.write('POST', `/users/${enc(name)}/${active ? 'activate' : 'deactivate'}`, { ifMatch: version }); }
   setPassword(name, version, password) { return this.write('PUT', `/users/${enc(name)}/password`, { body: { password }, ifMatch: version }); }
   deleteUser(name, version) { return this.write('DELETE', `/users/${enc(name)}`, { ifMatch: version }); }
+  renameUser(name, version, username) { return this.write('POST', `/users/${enc(name)}/rename`, { body: { username }, ifMatch: version }); }
   createGroup(body) { return this.write('POST', '/groups', { body }); }
   updateGroup(name, version, body) { return this.write('PATCH', `/groups/${enc(name)}`, { body, ifMatch: version }); }
   deleteGroup(name, version) { return this.write('DELETE', `/groups/${enc(name)}`, { ifMatch: version }); }

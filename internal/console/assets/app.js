@@ -832,6 +832,20 @@ async function userPage(t, username, params, signal) {
   } }, h('h2', {}, 'Set password'), field('New password', h('input', { name: 'password', type: 'password', autocomplete: 'new-password' }), '8 to 128 characters.'),
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Set password'),
     h('button', { type: 'button', onclick: () => { pwForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
+  const renameForm = h('form', { id: 'rename-form', hidden: true, novalidate: true, onsubmit: async (ev) => {
+    ev.preventDefault();
+    const username = renameForm.elements.username.value.trim().toLowerCase();
+    await perform(renameForm, what, async () => {
+      const res = await t.renameUser(u.username, u.version, username);
+      // The person now lives under the new name: show that page, read at the new version.
+      setReadAfter(`user:${username}`, res.version);
+      pendingFlash = `Renamed from ${u.username}.`;
+      go(tenantHash(t, 'users', username));
+    });
+  } }, h('h2', {}, 'Rename'), field('New username', h('input', { name: 'username', autocomplete: 'off', value: u.username }),
+    'The same person: memberships, history and the Keycloak user follow; the old name becomes free.'),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'save-rename' }, 'Rename'),
+    h('button', { type: 'button', onclick: () => { renameForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
   const delBox = h('div', { hidden: true, id: 'delete-confirm', role: 'group', 'aria-label': 'Confirm delete' },
     h('p', {}, h('strong', {}, `Delete ${u.username}?`), ' The user leaves every group; the username and email become free.'),
     h('div', { class: 'actions' },
@@ -852,8 +866,9 @@ async function userPage(t, username, params, signal) {
       reloadWith(res.version, u.is_active ? 'User deactivated.' : 'User activated.');
     }) }, u.is_active ? 'Deactivate' : 'Activate'),
     h('button', { type: 'button', id: 'set-password', onclick: () => show(pwForm, 'input') }, 'Set password'),
+    h('button', { type: 'button', id: 'rename-user', onclick: () => show(renameForm, 'input') }, 'Rename'),
     h('button', { type: 'button', id: 'delete-user', class: 'danger', onclick: () => show(delBox, '#confirm-delete') }, 'Delete'));
-  details.append(actions, editForm, pwForm, delBox);
+  details.append(actions, editForm, pwForm, renameForm, delBox);
 
   const groupsSec = h('section', { class: 'card', 'aria-labelledby': 'groups-h' }, h('h2', { id: 'groups-h' }, 'Groups'));
   const activitySec = h('section', { class: 'card', 'aria-labelledby': 'activity-h' }, h('h2', { id: 'activity-h' }, 'Activity'));
@@ -932,7 +947,7 @@ function userGroupsSection(t, u, sec, params, signal) {
 
 const typeLabels = {
   'user.created': 'Created', 'user.updated': 'Updated', 'user.password_changed': 'Password changed',
-  'user.deactivated': 'Deactivated', 'user.activated': 'Activated', 'user.deleted': 'Deleted',
+  'user.deactivated': 'Deactivated', 'user.activated': 'Activated', 'user.deleted': 'Deleted', 'user.renamed': 'Renamed',
   'group.created': 'Created', 'group.updated': 'Updated', 'group.deleted': 'Deleted',
   'group.member_added': 'Member added', 'group.member_removed': 'Member removed',
 };
@@ -1084,6 +1099,20 @@ async function groupPage(t, name, params, signal) {
   } }, h('h2', {}, 'Edit'), groupFields(g), h('div', { class: 'actions' },
     h('button', { type: 'submit', class: 'primary' }, 'Save'),
     h('button', { type: 'button', onclick: () => { editForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
+  const renameForm = h('form', { id: 'rename-form', hidden: true, novalidate: true, onsubmit: async (ev) => {
+    ev.preventDefault();
+    const username = renameForm.elements.username.value.trim().toLowerCase();
+    await perform(renameForm, what, async () => {
+      const res = await t.renameUser(u.username, u.version, username);
+      // The person now lives under the new name: show that page, read at the new version.
+      setReadAfter(`user:${username}`, res.version);
+      pendingFlash = `Renamed from ${u.username}.`;
+      go(tenantHash(t, 'users', username));
+    });
+  } }, h('h2', {}, 'Rename'), field('New username', h('input', { name: 'username', autocomplete: 'off', value: u.username }),
+    'The same person: memberships, history and the Keycloak user follow; the old name becomes free.'),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'save-rename' }, 'Rename'),
+    h('button', { type: 'button', onclick: () => { renameForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
   const delBox = h('div', { hidden: true, id: 'delete-confirm', role: 'group', 'aria-label': 'Confirm delete' },
     h('p', {}, h('strong', {}, `Delete ${g.name}?`), ' Its memberships go with it.'),
     h('div', { class: 'actions' },

@@ -74,6 +74,9 @@ type realm struct {
 	duplicateEmails bool
 	// passwordHistory is the realm's passwordHistory(N) policy, 0 when it has none.
 	passwordHistory int
+	// editUsername is the realm setting editUsernameAllowed (off by default, as in
+	// Keycloak): without it a PUT that changes a username is refused.
+	editUsername bool
 
 	users       map[string]*user
 	byUsername  map[string]*user
@@ -218,6 +221,11 @@ func (r *realm) replaceUser(u *user, f userFields) *apiError {
 			return &apiError{http.StatusBadRequest, map[string]any{
 				"field": "username", "errorMessage": "error-user-attribute-required", "params": []string{"username"}}}
 		}
+	}
+	if username != u.username && !r.editUsername {
+		// Keycloak's UsernameMutationValidator: 400, the user unchanged.
+		return &apiError{http.StatusBadRequest, map[string]any{
+			"field": "username", "errorMessage": "error-user-attribute-read-only", "params": []string{"username"}}}
 	}
 	email := lower(f.email)
 	if email != "" && !validEmail(email) {
@@ -420,6 +428,20 @@ func (s *Server) SetUnmanagedAttributes(realmName string, enabled bool) error {
 		return err
 	}
 	r.dropUnmanaged = !enabled
+	return nil
+}
+
+// AllowEditUsername switches the realm setting editUsernameAllowed ("Edit username" in
+// the admin console). It is off by default, as in Keycloak: a PUT that changes a user's
+// username is then refused with 400 error-user-attribute-read-only.
+func (s *Server) AllowEditUsername(realmName string, allowed bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	r.editUsername = allowed
 	return nil
 }
 

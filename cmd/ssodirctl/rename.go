@@ -1,0 +1,35 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// userRename is `ssodirctl users rename OLD NEW`: the same person under a new username.
+func userRename(s *settings) *cobra.Command {
+	var w writeFlags
+	cmd := &cobra.Command{
+		Use:   "rename USERNAME NEW_USERNAME",
+		Short: "Rename a user: the same person (same id, memberships, history), the old name free at once",
+		Example: `  ssodirctl users rename jdoe jane.doe@example.com
+  ssodirctl users rename jdoe jane.doe --if-match 3`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := s.printer()
+			if err != nil {
+				return err
+			}
+			u, err := t.RenameUser(cmd.Context(), args[0], args[1], w.options()...)
+			if err != nil {
+				return err
+			}
+			w.user(cmd.Context(), s, t, u.Username, u.Version)
+			return p.one(u, userHeader, userRow(*u))
+		},
+	}
+	w.add(cmd)
+	return cmd
+}
