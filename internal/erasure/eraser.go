@@ -186,33 +186,91 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 func (x *Eraser) markDone(context.Context, dynamo.Tenant, string) error { return nil }
 
 // SecondPass sweeps the read side and the dead letters again (records of the user read
-// before the erasure may have been applied, or dead-lettered, since the first pass), then
-// removes the write model's tombstone, which frees the name, and marks those places done.
+// before the erasure may have been applied, or dead-lettered, since the first pass) and
+// marks them done, then removes the write model's tombstone on condition that it is still
+// this erasure's, which frees the name, and marks the write model done. Run again after
+// the name was freed, it touches nothing and only marks the places.
 func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) error {
 	return x.secondPass(ctx, row, subj, erasureID, groups, true)
 }
 
 func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) error {
-	found := map[string]bool{}
-	for _, g := range groups {
-		found[g] = true
-	}
-	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
+	// Everything below finds the person by the name, which is safe only while the name is
+	// refused: while the write model's tombstone is still this erasure's, nobody else can
+	// have been created under it. Once it is gone (an earlier run of this pass deleted it
+	// and then could not mark the places), a new user may hold the name: nothing is swept
+	// again, the places are only marked (docs/erasure.md, "Only its person").
+	held, err := x.holdsName(ctx, row.CommandsTable, subj.Username, erasureID, shared)
+	if err != nil {
 		return err
 	}
-	if shared {
-		if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
+	if held {
+		found := map[string]bool{}
+		for _, g := range groups {
+			found[g] = true
+		}
+		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
+			return err
+		}
+		places := []string{commands.PlaceReadModel, commands.PlaceActivities}
+		if shared {
+			if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
+				return err
+			}
+			places = append(places, commands.PlaceDeadLetters)
+		}
+		// The places swept by name are marked before the name is freed, so that no later
+		// run has a reason to sweep them again.
+		if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, places...); err != nil {
+			return err
+		}
+		if err := x.releaseName(ctx, row.CommandsTable, subj.Username, erasureID, shared); err != nil {
 			return err
 		}
 	}
-	// The tombstone goes only if it is still this erasure's (a later incarnation's state
-	// is not this erasure's business). The rest of the partition went in the first pass;
-	// anything written there since belongs to nobody else either (the name was blocked).
-	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
-		return err
-	}
 	return x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID,
 		commands.PlaceWriteModel, commands.PlaceReadModel, commands.PlaceActivities, commands.PlaceDeadLetters)
+}
+
+// holdsName reports whether the user's partition is still this erasure's: its tombstone
+// carries the erasure's id. In restored tables (live false) no tombstone blocks the name,
+// and nothing is created there: the partition is the erased user's whenever the ledger's
+// ids found it.
+func (x *Eraser) holdsName(ctx context.Context, table, username, erasureID string, live bool) (bool, error) {
+	if !live {
+		return true, nil
+	}
+	out, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"id": s(dynamo.UserID(username)), "sk": s(dynamo.SKConfig)},
+	})
+	if err != nil {
+		return false, fmt.Errorf("read the tombstone of an erased user: %w", dynamo.Translate(err))
+	}
+	return out.Item != nil && attrS(out.Item, "erasure_id") == erasureID, nil
+}
+
+// releaseName deletes what is left of the user's write-model partition, the tombstone
+// last and only on condition that it is still this erasure's: which frees the name.
+func (x *Eraser) releaseName(ctx context.Context, table, username, erasureID string, live bool) error {
+	id := dynamo.UserID(username)
+	// The rest of the partition went in the first pass; anything written there since
+	// belongs to nobody else either (the name was refused).
+	if err := x.deletePartition(ctx, table, "id", id, func(sk string) bool { return sk != dynamo.SKConfig }); err != nil {
+		return err
+	}
+	in := &dynamodb.DeleteItemInput{
+		TableName: aws.String(table),
+		Key:       map[string]types.AttributeValue{"id": s(id), "sk": s(dynamo.SKConfig)},
+	}
+	if live {
+		in.ConditionExpression = aws.String("erasure_id = :e")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":e": s(erasureID)}
+	}
+	if _, err := x.db.DeleteItem(ctx, in); err != nil && !sdkerr.ConditionFailed(err) {
+		return fmt.Errorf("delete the tombstone of an erased user: %w", dynamo.Translate(err))
+	}
+	return nil
 }
 
 // readUserPartition reads every item of the user's write-model partition: the ids,
