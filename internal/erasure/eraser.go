@@ -113,7 +113,9 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 	if due := swept.Add(x.opts.Settle); x.opts.Now().Before(due) {
 		return due, nil
 	}
-	if err := x.SecondPass(ctx, row, NewSubject(username), e.ErasureID, entry.PendingGroups); err != nil {
+	subj := NewSubject(username)
+	subj.AddIDHashes(entry.IDHashes...)
+	if err := x.SecondPass(ctx, row, subj, e.ErasureID, entry.PendingGroups); err != nil {
 		return time.Time{}, err
 	}
 	x.opts.Log.Info("erasure: second pass done", zap.String("tenant", system+"/"+tenant), zap.String("erasure_id", e.ErasureID))
@@ -528,8 +530,9 @@ func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *
 	return x.batchDelete(ctx, table, keys)
 }
 
-// sweepDeadLetters deletes the dead letters of the user's aggregate and rewrites those
-// that name the person as a group's member, with their reasons scrubbed.
+// sweepDeadLetters deletes the dead letters of the user's aggregate, rewrites those that
+// name the person as a group's member (history records), drops any other whose keys or
+// images still name them, whatever aggregate it is parked under, and scrubs the reasons.
 func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
 	agg := dynamo.UserID(subj.Username)
 	for _, c := range Consumers {
@@ -550,6 +553,12 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 				if ch {
 					*img, changed = out, true
 				}
+			}
+			// Whatever still names the person after the history's rewrite (a membership
+			// item, a guard, a lookup, a pointer, of any aggregate) is dropped: its
+			// item is erased from the tables anyway, so re-driving it has nothing to do.
+			if subj.NamedIn(dl.Record.Keys) || subj.NamedIn(dl.Record.NewImage) || subj.NamedIn(dl.Record.OldImage) {
+				return true, false, nil
 			}
 			if r := subj.ScrubText(dl.Reason); r != dl.Reason {
 				dl.Reason, changed = r, true

@@ -20,6 +20,19 @@ type Subject struct {
 	IDs map[string]bool
 	// Values are the emails, names and attribute values found in the person's records.
 	Values map[string]bool
+	// idHashes are erased ids known only by their hashes (the ledger's, when a pass runs
+	// without the user's partition at hand).
+	idHashes map[string]bool
+}
+
+// AddIDHashes adds ids known by their hashes (identity.ErasedIDHash).
+func (s *Subject) AddIDHashes(hashes ...string) {
+	if s.idHashes == nil {
+		s.idHashes = map[string]bool{}
+	}
+	for _, h := range hashes {
+		s.idHashes[h] = true
+	}
 }
 
 // NewSubject is the subject of username with the ids given.
