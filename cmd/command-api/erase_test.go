@@ -11,7 +11,8 @@ import (
 
 // TestEraseUser covers POST /users/{username}/erase on the command API: its own scope
 // (directory:write does not imply it, the development token has it), 404 for an unknown
-// user and for one erased already, If-Match, the reason's rules, Idempotency-Key, the
+// user and for one erased already, If-Match, the reason's rules (checked against every
+// version of the user, not only the current one), Idempotency-Key, the
 // ledger entry (PII-free) and the name blocked while the erasure runs. The erasure itself
 // (the projector and the Keycloak sync) is proven by test/e2e's TestErasureLeavesNoCanary.
 func TestEraseUser(t *testing.T) {
@@ -26,6 +27,9 @@ func TestEraseUser(t *testing.T) {
 		"first_name": "Erin", "last_name": "Quorn", "attributes": map[string][]string{"dept": {"zeta-lab"}}}).want(t, http.StatusCreated)
 	a.do(t, "POST", base+"/groups", map[string]any{"name": "g"}).want(t, http.StatusCreated)
 	a.do(t, "PUT", base+"/groups/g/members/erin", nil).want(t, http.StatusNoContent)
+	// The department changes: "zeta-lab" is in the history only, which the reason is
+	// checked against too.
+	a.do(t, "PATCH", base+"/users/erin", map[string]any{"attributes": map[string][]string{"dept": {"omega-lab"}}}).want(t, http.StatusOK)
 	reason := map[string]any{"reason": "GDPR art. 17 request, ticket 12"}
 
 	writer := iss.Token(t, map[string]any{"sub": "w", "scope": "directory:write directory:read", "sso_tenants": "*"})
@@ -35,12 +39,12 @@ func TestEraseUser(t *testing.T) {
 	send(t, a.url, eraser, "POST", base+"/users/nobody/erase", reason).wantProblem(t, http.StatusNotFound, "not_found")
 	send(t, a.url, eraser, "POST", base+"/users/erin/erase", map[string]any{}).wantProblem(t, http.StatusBadRequest, "validation_failed")
 	send(t, a.url, eraser, "POST", base+"/users/erin/erase", map[string]any{"reason": "x", "extra": 1}).wantProblem(t, http.StatusBadRequest, "validation_failed")
-	for _, r := range []string{"asked by erin.secret@example.org", "Erin Quorn left", "from the ZETA-LAB"} {
+	for _, r := range []string{"asked by erin.secret@example.org", "Erin Quorn left", "from the ZETA-LAB", "now at omega-lab"} {
 		send(t, a.url, eraser, "POST", base+"/users/erin/erase", map[string]any{"reason": r}).wantProblem(t, http.StatusBadRequest, "validation_failed")
 	}
 	send(t, a.url, eraser, "POST", base+"/users/erin/erase", reason, "If-Match", `"7"`).wantProblem(t, http.StatusPreconditionFailed, "version_mismatch")
 
-	first := send(t, a.url, eraser, "POST", base+"/users/erin/erase", reason, "If-Match", `"1"`, "Idempotency-Key", "erase-erin")
+	first := send(t, a.url, eraser, "POST", base+"/users/erin/erase", reason, "If-Match", `"2"`, "Idempotency-Key", "erase-erin")
 	first.want(t, http.StatusAccepted)
 	loc := first.header.Get("Location")
 	if !strings.HasPrefix(loc, base+"/erasures/") {
@@ -54,7 +58,7 @@ func TestEraseUser(t *testing.T) {
 	if loc != base+"/erasures/"+body.ErasureID || body.Status != "pending" {
 		t.Errorf("body %+v, Location %q", body, loc)
 	}
-	again := send(t, a.url, eraser, "POST", base+"/users/erin/erase", reason, "If-Match", `"1"`, "Idempotency-Key", "erase-erin")
+	again := send(t, a.url, eraser, "POST", base+"/users/erin/erase", reason, "If-Match", `"2"`, "Idempotency-Key", "erase-erin")
 	again.want(t, http.StatusAccepted)
 	if again.header.Get("Location") != loc || string(again.body) != string(first.body) {
 		t.Errorf("replay answered %s %s, first %s %s", again.header.Get("Location"), again.body, loc, first.body)

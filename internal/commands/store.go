@@ -195,6 +195,9 @@ type Store interface {
 	LeaseMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease, now time.Time) (ok bool, err error)
 	// FinishMembers clears the pending mark of l's change if l.Owner still holds it.
 	FinishMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease) error
+	// UserHistory reads every history record of a user's partition (every incarnation
+	// kept under the name), oldest first: an erasure checks its reason against them.
+	UserHistory(ctx context.Context, t Tenant, username string) ([]events.Envelope, error)
 	// LoadRecord reads the immutable record of one version of an aggregate.
 	LoadRecord(ctx context.Context, t Tenant, kind events.AggregateKind, key string, version int64) (events.Envelope, error)
 	// RecordNoop records an idempotent request that changed nothing.
