@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/mappings"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -168,7 +169,7 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, ba
 		if blocked && behind == "" {
 			first, found, err := b.cfg.DeadLetters.FirstOf(ctx, r.System, r.Tenant, r.Table, r.Aggregate)
 			if err != nil {
-				b.cfg.Log.Warn("could not read the aggregate's dead letters", zap.String("aggregate", r.Aggregate), zap.Error(err))
+				b.cfg.Log.Warn("could not read the aggregate's dead letters", zap.String("aggregate", identity.LogKey(r.Aggregate)), zap.Error(err))
 				return r.SequenceNumber, true
 			}
 			blocked = found
@@ -212,7 +213,7 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, blocked bool, ba
 		}
 		attempts, cerr := b.cfg.DeadLetters.NoteFailedAttempt(ctx, r)
 		if cerr != nil || attempts < b.cfg.MaxAttempts || ctx.Err() != nil {
-			b.cfg.Log.Warn("record failed; its aggregate waits for the batch to be retried", zap.String("aggregate", r.Aggregate),
+			b.cfg.Log.Warn("record failed; its aggregate waits for the batch to be retried", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 				zap.String("sequence_number", r.SequenceNumber), zap.Int("attempt", attempts), zap.Error(err))
 			return r.SequenceNumber, true
 		}
@@ -288,16 +289,16 @@ func (b *Batch) deadLetter(ctx context.Context, r streams.Record, attempts int, 
 		SequenceNumber: r.SequenceNumber, Aggregate: r.Aggregate, Attempts: attempts, Reason: reason, BlockedBehind: behind,
 		At: time.Now(), Record: r}
 	if err := b.cfg.DeadLetters.Store(ctx, dl); err != nil {
-		b.cfg.Log.Error("could not store a dead letter; the batch is retried", zap.String("aggregate", r.Aggregate),
+		b.cfg.Log.Error("could not store a dead letter; the batch is retried", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 			zap.String("sequence_number", r.SequenceNumber), zap.Error(err))
 		return err
 	}
 	if behind == "" {
 		b.cfg.Log.Error("record dead-lettered; later records of its aggregate are parked until it is re-driven",
-			zap.String("tenant", r.System+"/"+r.Tenant), zap.String("aggregate", r.Aggregate),
+			zap.String("tenant", r.System+"/"+r.Tenant), zap.String("aggregate", identity.LogKey(r.Aggregate)),
 			zap.String("sequence_number", r.SequenceNumber), zap.Int("attempts", attempts), zap.String("reason", reason))
 	} else {
-		b.cfg.Log.Warn("record parked behind a dead letter of its aggregate", zap.String("aggregate", r.Aggregate),
+		b.cfg.Log.Warn("record parked behind a dead letter of its aggregate", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 			zap.String("sequence_number", r.SequenceNumber), zap.String("blocked_behind", behind))
 	}
 	return nil
