@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ssodir/ssodir/internal/auth/authtest"
 )
 
@@ -84,6 +86,19 @@ func TestEraseUser(t *testing.T) {
 	if attrS(items[0], "tenant") != system+"/"+tenant || attrS(items[0], "requested_by") != "dpo-1" ||
 		attrS(items[0], "reason") != "GDPR art. 17 request, ticket 12" || attrS(items[0], "status") != "pending" {
 		t.Errorf("ledger entry %s", raw)
+	}
+	// all_incarnations: a boolean, kept in the ledger (the re-application reads it).
+	a.do(t, "POST", base+"/users", map[string]any{"username": "erik"}).want(t, http.StatusCreated)
+	send(t, a.url, eraser, "POST", base+"/users/erik/erase", map[string]any{"reason": "r", "all_incarnations": "yes"}).wantProblem(t, http.StatusBadRequest, "validation_failed")
+	send(t, a.url, eraser, "POST", base+"/users/erik/erase", map[string]any{"reason": "r", "all_incarnations": true}).want(t, http.StatusAccepted)
+	alls := 0
+	for _, it := range a.items(t, a.names.Erasures()) {
+		if b, ok := it["all_incarnations"].(*types.AttributeValueMemberBOOL); ok && b.Value {
+			alls++
+		}
+	}
+	if alls != 1 {
+		t.Errorf("%d ledger entries with all_incarnations, want 1 (erik's)", alls)
 	}
 	// The idempotency record names the erasure, not the user.
 	for _, it := range a.items(t, a.names.Idempotency()) {

@@ -37,6 +37,10 @@ type EraseUser struct {
 	// ErasureID is the new erasure's id (the caller makes it, so that it can name the
 	// erasure's Location before the command runs).
 	ErasureID string
+	// AllIncarnations erases the earlier incarnations under the name too (they may have
+	// been someone else: by default only the one the name resolves to, the live user or
+	// the latest deleted one).
+	AllIncarnations bool
 }
 
 // EraseUserHandler decides EraseUser.

@@ -138,6 +138,9 @@ type Erasure struct {
 	UserIDHashes []string
 	// Places are the places the erasure must clean, each "pending" at first.
 	Places []string
+	// AllIncarnations: earlier incarnations under the name are erased too (the
+	// re-application to restored tables reads it).
+	AllIncarnations bool
 }
 
 // LookupBy is what a lookup pointer finds an aggregate by.

@@ -17,8 +17,6 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/identity"
-	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/streams"
 )
 
@@ -95,6 +93,7 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 	username := e.User.Username
 	if entry.SweptAt == "" {
 		subj := NewSubject(username, e.PreviousID)
+		subj.IDOnly = !e.AllIncarnations
 		groups, err := x.FirstPass(ctx, row, subj, e.ErasureID, e.Groups)
 		if err != nil {
 			return time.Time{}, err
@@ -114,6 +113,7 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 		return due, nil
 	}
 	subj := NewSubject(username)
+	subj.IDOnly = !e.AllIncarnations
 	subj.AddIDHashes(entry.IDHashes...)
 	if err := x.SecondPass(ctx, row, subj, e.ErasureID, entry.PendingGroups); err != nil {
 		return time.Time{}, err
@@ -153,7 +153,7 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 	if err := x.deleteGuardsAndLookups(ctx, row.CommandsTable, subj, emails, exts); err != nil {
 		return nil, err
 	}
-	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), func(sk string) bool { return sk != dynamo.SKConfig }); err != nil {
+	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), subj.erasedWriteItem); err != nil {
 		return nil, err
 	}
 	if err := x.markDone(ctx, row, erasureID); err != nil {
@@ -186,139 +186,6 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 // markDone is a hook for places done mid-pass (none yet: each is marked when its last
 // sweep is).
 func (x *Eraser) markDone(context.Context, dynamo.Tenant, string) error { return nil }
-
-// SecondPass sweeps the read side and the dead letters again (records of the user read
-// before the erasure may have been applied, or dead-lettered, since the first pass) and
-// marks them done, then removes the write model's tombstone on condition that it is still
-// this erasure's, which frees the name, and marks the write model done. Run again after
-// the name was freed, it touches nothing and only marks the places.
-func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) error {
-	return x.secondPass(ctx, row, subj, erasureID, groups, true)
-}
-
-func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) error {
-	// Everything below finds the person by the name, which is safe only while the name is
-	// refused: while the write model's tombstone is still this erasure's, nobody else can
-	// have been created under it. Once it is gone (an earlier run of this pass deleted it
-	// and then could not mark the places), a new user may hold the name: nothing is swept
-	// again, the places are only marked (docs/erasure.md, "Only its person").
-	held, err := x.holdsName(ctx, row.CommandsTable, subj.Username, erasureID, shared)
-	if err != nil {
-		return err
-	}
-	if held {
-		found := map[string]bool{}
-		for _, g := range groups {
-			found[g] = true
-		}
-		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
-			return err
-		}
-		places := []string{commands.PlaceReadModel, commands.PlaceActivities}
-		if shared {
-			if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
-				return err
-			}
-			places = append(places, commands.PlaceDeadLetters)
-		}
-		// The places swept by name are marked before the name is freed, so that no later
-		// run has a reason to sweep them again.
-		if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, places...); err != nil {
-			return err
-		}
-		if err := x.releaseName(ctx, row.CommandsTable, subj.Username, erasureID, shared); err != nil {
-			return err
-		}
-	}
-	return x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID,
-		commands.PlaceWriteModel, commands.PlaceReadModel, commands.PlaceActivities, commands.PlaceDeadLetters)
-}
-
-// holdsName reports whether the user's partition is still this erasure's: its tombstone
-// carries the erasure's id. In restored tables (live false) no tombstone blocks the name,
-// and nothing is created there: the partition is the erased user's whenever the ledger's
-// ids found it.
-func (x *Eraser) holdsName(ctx context.Context, table, username, erasureID string, live bool) (bool, error) {
-	if !live {
-		return true, nil
-	}
-	out, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"id": s(dynamo.UserID(username)), "sk": s(dynamo.SKConfig)},
-	})
-	if err != nil {
-		return false, fmt.Errorf("read the tombstone of an erased user: %w", dynamo.Translate(err))
-	}
-	return out.Item != nil && attrS(out.Item, "erasure_id") == erasureID, nil
-}
-
-// releaseName deletes what is left of the user's write-model partition, the tombstone
-// last and only on condition that it is still this erasure's: which frees the name.
-func (x *Eraser) releaseName(ctx context.Context, table, username, erasureID string, live bool) error {
-	id := dynamo.UserID(username)
-	// The rest of the partition went in the first pass; anything written there since
-	// belongs to nobody else either (the name was refused).
-	if err := x.deletePartition(ctx, table, "id", id, func(sk string) bool { return sk != dynamo.SKConfig }); err != nil {
-		return err
-	}
-	in := &dynamodb.DeleteItemInput{
-		TableName: aws.String(table),
-		Key:       map[string]types.AttributeValue{"id": s(id), "sk": s(dynamo.SKConfig)},
-	}
-	if live {
-		in.ConditionExpression = aws.String("erasure_id = :e")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":e": s(erasureID)}
-	}
-	if _, err := x.db.DeleteItem(ctx, in); err != nil && !sdkerr.ConditionFailed(err) {
-		return fmt.Errorf("delete the tombstone of an erased user: %w", dynamo.Translate(err))
-	}
-	return nil
-}
-
-// readUserPartition reads every item of the user's write-model partition: the ids,
-// emails, values and external ids of every incarnation, and the groups of its pointers.
-func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subject, groups map[string]bool) (emails, exts map[string]bool, err error) {
-	emails, exts = map[string]bool{}, map[string]bool{}
-	note := func(u events.User) {
-		subj.AddUser(u)
-		if u.Email != "" {
-			emails[u.Email] = true
-		}
-		if ext := identity.ExternalID(u.Attributes); ext != "" {
-			exts[ext] = true
-		}
-	}
-	err = x.query(ctx, table, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
-		sk := attrS(it, "sk")
-		switch {
-		case sk == dynamo.SKConfig:
-			subj.AddID(attrS(it, "user_id"))
-			if e := attrS(it, "email"); e != "" {
-				emails[e] = true
-			}
-		case dynamo.IsHistorySK(sk):
-			env, err := dynamo.DecodeRecord(x.reg, it)
-			if err != nil {
-				return err
-			}
-			if u, ok := events.UserState(env.Payload); ok {
-				note(u)
-			}
-			switch p := env.Payload.(type) {
-			case *events.UserDeleted:
-				subj.AddID(p.PreviousID)
-				addAll(groups, p.Groups)
-			case *events.UserErased:
-				subj.AddID(p.PreviousID)
-				addAll(groups, p.Groups)
-			}
-		case strings.HasPrefix(sk, "group#"):
-			groups[strings.TrimPrefix(sk, "group#")] = true
-		}
-		return nil
-	})
-	return emails, exts, err
-}
 
 func addAll(set map[string]bool, keys []string) {
 	for _, k := range keys {
@@ -396,111 +263,6 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 		}
 	}
 	return x.batchDelete(ctx, table, keys)
-}
-
-// readTables are the tenant's read and activity tables of every generation that may
-// still exist: the current one, the one a replay builds, and older ones a replay kept.
-func readTables(row dynamo.Tenant, names dynamo.Names) (users, activities []string) {
-	// A negative generation: only the tables the row names (restored tables).
-	for gen := 0; gen <= row.Generation; gen++ {
-		users = append(users, names.Users(row.SystemID, row.TenantID, gen))
-		activities = append(activities, names.Activities(row.SystemID, row.TenantID, gen))
-	}
-	for _, t := range []string{row.UsersTable, row.NextUsersTable} {
-		if t != "" && !slices.Contains(users, t) {
-			users = append(users, t)
-		}
-	}
-	for _, t := range []string{row.ActivitiesTable, row.NextActivitiesTable} {
-		if t != "" && !slices.Contains(activities, t) {
-			activities = append(activities, t)
-		}
-	}
-	return users, activities
-}
-
-// sweepReadSide deletes the person's items from every read and activity table: the
-// user's partitions (view, group pointers, own feed), the memberships in the groups, and
-// rewrites the group feeds' items that name them.
-func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Subject, groups map[string]bool) error {
-	users, activities := readTables(row, x.names)
-	for _, t := range users {
-		err := x.query(ctx, t, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
-			if sk := attrS(it, "sk"); strings.HasPrefix(sk, "group#") {
-				groups[strings.TrimPrefix(sk, "group#")] = true
-			}
-			return nil
-		})
-		if missing(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := x.deletePartition(ctx, t, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
-			return err
-		}
-		var keys []map[string]types.AttributeValue
-		for g := range groups {
-			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(subj.Username))})
-		}
-		if err := x.batchDelete(ctx, t, keys); err != nil {
-			return err
-		}
-	}
-	for _, t := range activities {
-		err := x.deletePartition(ctx, t, "pk", projections.EntityPK("user:"+subj.Username), func(string) bool { return true })
-		if missing(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for g := range groups {
-			if err := x.rewriteFeed(ctx, t, projections.EntityPK("group:"+g), subj); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// rewriteFeed rewrites the items of one group's feed whose change set names the person.
-func (x *Eraser) rewriteFeed(ctx context.Context, table, pk string, subj *Subject) error {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		FilterExpression:          aws.String("contains(changes, :q)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":q": s(`"` + subj.Username + `"`)},
-	}
-	for {
-		page, err := x.db.Query(ctx, in)
-		if err != nil {
-			return fmt.Errorf("read feed %s: %w", table, dynamo.Translate(err))
-		}
-		for _, it := range page.Items {
-			ch, changed, err := rewriteChangesJSON(attrS(it, "changes"), subj)
-			if err != nil {
-				return err
-			}
-			if !changed {
-				continue
-			}
-			_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]},
-				UpdateExpression:          aws.String("SET changes = :c"),
-				ConditionExpression:       aws.String("attribute_exists(pk)"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":c": s(ch)},
-			})
-			if err != nil && !sdkerr.ConditionFailed(err) {
-				return fmt.Errorf("rewrite a feed item: %w", dynamo.Translate(err))
-			}
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
 }
 
 // sweepIdempotency deletes the tenant's Idempotency-Key records of requests on the user
