@@ -23,9 +23,24 @@ func (e Erasure) Done() bool { return e.Status == "done" }
 // goes on in the background (WaitErasure). reason is kept in the ledger and must not name
 // the person.
 func (t *TenantClient) EraseUser(ctx context.Context, username, reason string, opts ...Option) (*Erasure, error) {
+	return t.EraseUserWith(ctx, username, EraseRequest{Reason: reason}, opts...)
+}
+
+// EraseRequest is the body of an erasure.
+type EraseRequest struct {
+	// Reason is kept in the ledger and must not name the person.
+	Reason string `json:"reason"`
+	// AllIncarnations erases the earlier incarnations under the name too (they may have
+	// been someone else); by default only the one the name resolves to (the live user,
+	// or the latest deleted one).
+	AllIncarnations bool `json:"all_incarnations,omitempty"`
+}
+
+// EraseUserWith is EraseUser with every field of the request.
+func (t *TenantClient) EraseUserWith(ctx context.Context, username string, req EraseRequest, opts ...Option) (*Erasure, error) {
 	var out Erasure
 	_, err := t.c.call(ctx, t.c.command, http.MethodPost, t.path("/users/"+seg(username)+"/erase"),
-		map[string]string{"reason": reason}, &out, opts)
+		req, &out, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -111,6 +111,10 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.EraseUser(ctx, "u", "a request")
 			return err
 		},
+		"TenantClient.EraseUserWith": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.EraseUserWith(ctx, "u", client.EraseRequest{Reason: "a request", AllIncarnations: true})
+			return err
+		},
 		"TenantClient.GetErasure": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.GetErasure(ctx, "00000000-0000-0000-0000-000000000000")
 			return err

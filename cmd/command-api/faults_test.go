@@ -25,6 +25,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // fault is what the proxy does to a DynamoDB operation.
@@ -296,8 +297,11 @@ func TestDynamoDBFaults(t *testing.T) {
 			t.Fatalf("the clean-up was not interrupted: %d memberships left", memberships())
 		}
 		if logs := a.logs.String(); !strings.Contains(logs, "the clean-up after a delete did not finish") ||
-			!strings.Contains(logs, `"aggregate":"user#many"`) || !strings.Contains(logs, "ThrottlingException") {
-			t.Errorf("the interrupted clean-up was not logged with its aggregate and error:\n%s", logs)
+			!strings.Contains(logs, `"aggregate":"`+identity.LogKey("user#many")+`"`) || !strings.Contains(logs, "ThrottlingException") {
+			t.Errorf("the interrupted clean-up was not logged with its aggregate (hashed) and error:\n%s", logs)
+		}
+		if logs := a.logs.String(); strings.Contains(logs, "user#many") {
+			t.Errorf("the log names the user:\n%s", logs)
 		}
 		a.do(t, "DELETE", base+fmt.Sprintf("/groups/m%02d/members/many", n-1), nil).wantProblem(t, http.StatusNotFound, "not_found")
 		wantWrite(t, a.do(t, "POST", base+"/users", map[string]any{"username": "many"}), http.StatusCreated, 3)

@@ -15,6 +15,7 @@ import (
 func userErase(s *settings) *cobra.Command {
 	var (
 		reason  string
+		all     bool
 		ifMatch int64
 		key     string
 		wait    bool
@@ -24,7 +25,8 @@ func userErase(s *settings) *cobra.Command {
 		Use:   "erase USERNAME",
 		Short: "Erase a person: every trace of the user, in every table, the activity and Keycloak (docs/erasure.md)",
 		Example: `  ssodirctl users erase jdoe --reason "GDPR request, ticket 4411"
-  ssodirctl users erase jdoe --reason "..." --wait=false`,
+  ssodirctl users erase jdoe --reason "..." --wait=false
+  ssodirctl users erase jdoe --reason "..." --all-incarnations`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reason == "" {
@@ -41,7 +43,7 @@ func userErase(s *settings) *cobra.Command {
 			if key != "" {
 				opts = append(opts, client.IdempotencyKey(key))
 			}
-			e, err := t.EraseUser(cmd.Context(), args[0], reason, opts...)
+			e, err := t.EraseUserWith(cmd.Context(), args[0], client.EraseRequest{Reason: reason, AllIncarnations: all}, opts...)
 			if err != nil {
 				return err
 			}
@@ -62,6 +64,7 @@ func userErase(s *settings) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the person is erased (kept in the erasure ledger; must not name them)")
+	cmd.Flags().BoolVar(&all, "all-incarnations", false, "also erase the earlier users deleted under the name (by default only the one it resolves to: the live user, or the latest deleted)")
 	cmd.Flags().Int64Var(&ifMatch, "if-match", 0, "only if the user's version is this one (else exit 4)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key has its effect once")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the erasure is done")

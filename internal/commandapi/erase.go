@@ -12,7 +12,8 @@ import (
 )
 
 type eraseBody struct {
-	Reason string `json:"reason"`
+	Reason          string `json:"reason"`
+	AllIncarnations bool   `json:"all_incarnations"`
 }
 
 // erasureAnswer is the 202 body of POST /users/{username}/erase.
@@ -35,7 +36,7 @@ func (a *api) postErase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := commands.EraseUser{Username: c.Param("username"), Reason: b.Reason, ErasureID: uuid.NewString()}
+	cmd := commands.EraseUser{Username: c.Param("username"), Reason: b.Reason, ErasureID: uuid.NewString(), AllIncarnations: b.AllIncarnations}
 	if err := cmd.Validate(); err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func (d Deps) log() *zap.Logger {
 // done, and the next create of the name finishes the clean-up.
 func (d Deps) cleanupFailed(t Tenant, kind events.AggregateKind, key string, version int64, left int, err error) {
 	d.log().Warn("the clean-up after a delete did not finish; the next create of the name finishes it",
-		zap.String("tenant", t.System+"/"+t.ID), zap.String("aggregate", string(kind)+"#"+key),
+		zap.String("tenant", t.System+"/"+t.ID), zap.String("aggregate", identity.LogKey(string(kind)+"#"+key)),
 		zap.Int64("version", version), zap.Int("memberships_left", left), zap.Error(err))
 }
 

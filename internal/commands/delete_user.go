@@ -80,11 +80,12 @@ func (h DeleteUserHandler) remove(ctx context.Context, t Tenant, username string
 		if erase != nil {
 			// The record of an erasure names nothing it need not: it is read from the
 			// stream only, and erased with the user's partition.
-			payload = &events.UserErased{User: tomb, PreviousID: old.ID, Groups: groups, ErasureID: erase.ErasureID}
+			payload = &events.UserErased{User: tomb, PreviousID: old.ID, Groups: groups, ErasureID: erase.ErasureID,
+				AllIncarnations: erase.AllIncarnations}
 			changes = nil
 			erasing = erase.ErasureID
 			erasure = &Erasure{ID: erase.ErasureID, RequestedAt: now, Actor: m.Actor,
-				Reason: strings.TrimSpace(erase.Reason), Places: ErasurePlaces}
+				Reason: strings.TrimSpace(erase.Reason), Places: ErasurePlaces, AllIncarnations: erase.AllIncarnations}
 			if old.ID != "" {
 				erasure.UserIDHashes = []string{identity.ErasedIDHash(old.ID)}
 			}

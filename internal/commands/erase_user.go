@@ -37,6 +37,10 @@ type EraseUser struct {
 	// ErasureID is the new erasure's id (the caller makes it, so that it can name the
 	// erasure's Location before the command runs).
 	ErasureID string
+	// AllIncarnations erases the earlier incarnations under the name too (they may have
+	// been someone else: by default only the one the name resolves to, the live user or
+	// the latest deleted one).
+	AllIncarnations bool
 }
 
 // EraseUserHandler decides EraseUser.
@@ -60,13 +64,17 @@ func (cmd EraseUser) Validate() error {
 	return nil
 }
 
-// mentions reports whether the reason names the person: the ledger keeps the reason for
-// ever, so it must not hold what the erasure removes.
-func (cmd EraseUser) mentions(u events.User) bool {
+// mentions reports whether the reason names the person as any of the states given holds
+// them (every version of the history, not only the current state): the ledger keeps the
+// reason for ever, so it must not hold what the erasure removes.
+func (cmd EraseUser) mentions(states ...events.User) bool {
 	r := strings.ToLower(cmd.Reason)
-	vals := []string{u.Username, u.Email, u.FirstName, u.LastName}
-	for _, vs := range u.Attributes {
-		vals = append(vals, vs...)
+	var vals []string
+	for _, u := range states {
+		vals = append(vals, u.Username, u.Email, u.FirstName, u.LastName)
+		for _, vs := range u.Attributes {
+			vals = append(vals, vs...)
+		}
 	}
 	for _, v := range vals {
 		// Values of one or two characters would refuse most reasons without naming anyone.
@@ -92,7 +100,17 @@ func (h EraseUserHandler) Handle(ctx context.Context, t Tenant, cmd EraseUser, m
 		if !agg.Exists || agg.ErasureID != "" {
 			return apperr.NotFound("user")
 		}
-		if cmd.mentions(agg.State) {
+		states := []events.User{agg.State}
+		history, err := h.del.deps.Store.UserHistory(ctx, t, username)
+		if err != nil {
+			return err
+		}
+		for _, env := range history {
+			if u, ok := events.UserState(env.Payload); ok {
+				states = append(states, u)
+			}
+		}
+		if cmd.mentions(states...) {
 			return apperr.InvalidField("reason", "must not name the person (the erasure ledger keeps the reason)")
 		}
 		return nil

@@ -138,6 +138,9 @@ type Erasure struct {
 	UserIDHashes []string
 	// Places are the places the erasure must clean, each "pending" at first.
 	Places []string
+	// AllIncarnations: earlier incarnations under the name are erased too (the
+	// re-application to restored tables reads it).
+	AllIncarnations bool
 }
 
 // LookupBy is what a lookup pointer finds an aggregate by.
@@ -195,6 +198,9 @@ type Store interface {
 	LeaseMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease, now time.Time) (ok bool, err error)
 	// FinishMembers clears the pending mark of l's change if l.Owner still holds it.
 	FinishMembers(ctx context.Context, t Tenant, groupKey string, l MembersLease) error
+	// UserHistory reads every history record of a user's partition (every incarnation
+	// kept under the name), oldest first: an erasure checks its reason against them.
+	UserHistory(ctx context.Context, t Tenant, username string) ([]events.Envelope, error)
 	// LoadRecord reads the immutable record of one version of an aggregate.
 	LoadRecord(ctx context.Context, t Tenant, kind events.AggregateKind, key string, version int64) (events.Envelope, error)
 	// MemberStates reads the membership items of username in the groups, strongly

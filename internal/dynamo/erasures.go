@@ -37,6 +37,9 @@ func ErasureLedgerPut(table, system, tenant string, e commands.Erasure) (*types.
 		"reason":       str(e.Reason),
 		"places":       &types.AttributeValueMemberM{Value: places},
 	}
+	if e.AllIncarnations {
+		item["all_incarnations"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	if len(e.UserIDHashes) > 0 {
 		item["user_id_hashes"] = &types.AttributeValueMemberSS{Value: e.UserIDHashes}
 	}

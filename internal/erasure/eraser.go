@@ -18,8 +18,6 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/identity"
-	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/streams"
 )
 
@@ -96,6 +94,7 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 	username := e.User.Username
 	if entry.SweptAt == "" {
 		subj := NewSubject(username, e.PreviousID)
+		subj.IDOnly = !e.AllIncarnations
 		groups, err := x.FirstPass(ctx, row, subj, e.ErasureID, e.Groups)
 		if err != nil {
 			return time.Time{}, err
@@ -114,7 +113,10 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 	if due := swept.Add(x.opts.Settle); x.opts.Now().Before(due) {
 		return due, nil
 	}
-	if err := x.SecondPass(ctx, row, NewSubject(username), e.ErasureID, entry.PendingGroups); err != nil {
+	subj := NewSubject(username)
+	subj.IDOnly = !e.AllIncarnations
+	subj.AddIDHashes(entry.IDHashes...)
+	if err := x.SecondPass(ctx, row, subj, e.ErasureID, entry.PendingGroups); err != nil {
 		return time.Time{}, err
 	}
 	x.opts.Log.Info("erasure: second pass done", zap.String("tenant", system+"/"+tenant), zap.String("erasure_id", e.ErasureID))
@@ -152,7 +154,7 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 	if err := x.deleteGuardsAndLookups(ctx, row.CommandsTable, subj, emails, exts); err != nil {
 		return nil, err
 	}
-	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), func(sk string) bool { return sk != dynamo.SKConfig }); err != nil {
+	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), subj.erasedWriteItem); err != nil {
 		return nil, err
 	}
 	if err := x.markDone(ctx, row, erasureID); err != nil {
@@ -185,81 +187,6 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 // markDone is a hook for places done mid-pass (none yet: each is marked when its last
 // sweep is).
 func (x *Eraser) markDone(context.Context, dynamo.Tenant, string) error { return nil }
-
-// SecondPass sweeps the read side and the dead letters again (records of the user read
-// before the erasure may have been applied, or dead-lettered, since the first pass), then
-// removes the write model's tombstone, which frees the name, and marks those places done.
-func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) error {
-	return x.secondPass(ctx, row, subj, erasureID, groups, true)
-}
-
-func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) error {
-	found := map[string]bool{}
-	for _, g := range groups {
-		found[g] = true
-	}
-	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
-		return err
-	}
-	if shared {
-		if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
-			return err
-		}
-	}
-	// The tombstone goes only if it is still this erasure's (a later incarnation's state
-	// is not this erasure's business). The rest of the partition went in the first pass;
-	// anything written there since belongs to nobody else either (the name was blocked).
-	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
-		return err
-	}
-	return x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID,
-		commands.PlaceWriteModel, commands.PlaceReadModel, commands.PlaceActivities, commands.PlaceDeadLetters)
-}
-
-// readUserPartition reads every item of the user's write-model partition: the ids,
-// emails, values and external ids of every incarnation, and the groups of its pointers.
-func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subject, groups map[string]bool) (emails, exts map[string]bool, err error) {
-	emails, exts = map[string]bool{}, map[string]bool{}
-	note := func(u events.User) {
-		subj.AddUser(u)
-		if u.Email != "" {
-			emails[u.Email] = true
-		}
-		if ext := identity.ExternalID(u.Attributes); ext != "" {
-			exts[ext] = true
-		}
-	}
-	err = x.query(ctx, table, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
-		sk := attrS(it, "sk")
-		switch {
-		case sk == dynamo.SKConfig:
-			subj.AddID(attrS(it, "user_id"))
-			if e := attrS(it, "email"); e != "" {
-				emails[e] = true
-			}
-		case dynamo.IsHistorySK(sk):
-			env, err := dynamo.DecodeRecord(x.reg, it)
-			if err != nil {
-				return err
-			}
-			if u, ok := events.UserState(env.Payload); ok {
-				note(u)
-			}
-			switch p := env.Payload.(type) {
-			case *events.UserDeleted:
-				subj.AddID(p.PreviousID)
-				addAll(groups, p.Groups)
-			case *events.UserErased:
-				subj.AddID(p.PreviousID)
-				addAll(groups, p.Groups)
-			}
-		case strings.HasPrefix(sk, "group#"):
-			groups[strings.TrimPrefix(sk, "group#")] = true
-		}
-		return nil
-	})
-	return emails, exts, err
-}
 
 func addAll(set map[string]bool, keys []string) {
 	for _, k := range keys {
@@ -339,111 +266,6 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 	return x.batchDelete(ctx, table, keys)
 }
 
-// readTables are the tenant's read and activity tables of every generation that may
-// still exist: the current one, the one a replay builds, and older ones a replay kept.
-func readTables(row dynamo.Tenant, names dynamo.Names) (users, activities []string) {
-	// A negative generation: only the tables the row names (restored tables).
-	for gen := 0; gen <= row.Generation; gen++ {
-		users = append(users, names.Users(row.SystemID, row.TenantID, gen))
-		activities = append(activities, names.Activities(row.SystemID, row.TenantID, gen))
-	}
-	for _, t := range []string{row.UsersTable, row.NextUsersTable} {
-		if t != "" && !slices.Contains(users, t) {
-			users = append(users, t)
-		}
-	}
-	for _, t := range []string{row.ActivitiesTable, row.NextActivitiesTable} {
-		if t != "" && !slices.Contains(activities, t) {
-			activities = append(activities, t)
-		}
-	}
-	return users, activities
-}
-
-// sweepReadSide deletes the person's items from every read and activity table: the
-// user's partitions (view, group pointers, own feed), the memberships in the groups, and
-// rewrites the group feeds' items that name them.
-func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Subject, groups map[string]bool) error {
-	users, activities := readTables(row, x.names)
-	for _, t := range users {
-		err := x.query(ctx, t, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
-			if sk := attrS(it, "sk"); strings.HasPrefix(sk, "group#") {
-				groups[strings.TrimPrefix(sk, "group#")] = true
-			}
-			return nil
-		})
-		if missing(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := x.deletePartition(ctx, t, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
-			return err
-		}
-		var keys []map[string]types.AttributeValue
-		for g := range groups {
-			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(subj.Username))})
-		}
-		if err := x.batchDelete(ctx, t, keys); err != nil {
-			return err
-		}
-	}
-	for _, t := range activities {
-		err := x.deletePartition(ctx, t, "pk", projections.EntityPK("user:"+subj.Username), func(string) bool { return true })
-		if missing(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for g := range groups {
-			if err := x.rewriteFeed(ctx, t, projections.EntityPK("group:"+g), subj); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// rewriteFeed rewrites the items of one group's feed whose change set names the person.
-func (x *Eraser) rewriteFeed(ctx context.Context, table, pk string, subj *Subject) error {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		FilterExpression:          aws.String("contains(changes, :q)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":q": s(`"` + subj.Username + `"`)},
-	}
-	for {
-		page, err := x.db.Query(ctx, in)
-		if err != nil {
-			return fmt.Errorf("read feed %s: %w", table, dynamo.Translate(err))
-		}
-		for _, it := range page.Items {
-			ch, changed, err := rewriteChangesJSON(attrS(it, "changes"), subj)
-			if err != nil {
-				return err
-			}
-			if !changed {
-				continue
-			}
-			_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]},
-				UpdateExpression:          aws.String("SET changes = :c"),
-				ConditionExpression:       aws.String("attribute_exists(pk)"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":c": s(ch)},
-			})
-			if err != nil && !sdkerr.ConditionFailed(err) {
-				return fmt.Errorf("rewrite a feed item: %w", dynamo.Translate(err))
-			}
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
-}
-
 // sweepIdempotency deletes the tenant's Idempotency-Key records of requests on the user
 // (their `agg_key` is the username). The table has no index by tenant: one Scan of a
 // table whose records live 24 h.
@@ -471,8 +293,9 @@ func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *
 	return x.batchDelete(ctx, table, keys)
 }
 
-// sweepDeadLetters deletes the dead letters of the user's aggregate and rewrites those
-// that name the person as a group's member, with their reasons scrubbed.
+// sweepDeadLetters deletes the dead letters of the user's aggregate, rewrites those that
+// name the person as a group's member (history records), drops any other whose keys or
+// images still name them, whatever aggregate it is parked under, and scrubs the reasons.
 func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
 	agg := dynamo.UserID(subj.Username)
 	for _, c := range Consumers {
@@ -493,6 +316,12 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 				if ch {
 					*img, changed = out, true
 				}
+			}
+			// Whatever still names the person after the history's rewrite (a membership
+			// item, a guard, a lookup, a pointer, of any aggregate) is dropped: its
+			// item is erased from the tables anyway, so re-driving it has nothing to do.
+			if subj.NamedIn(dl.Record.Keys) || subj.NamedIn(dl.Record.NewImage) || subj.NamedIn(dl.Record.OldImage) {
+				return true, false, nil
 			}
 			if r := subj.ScrubText(dl.Reason); r != dl.Reason {
 				dl.Reason, changed = r, true

@@ -104,7 +104,9 @@ func (f *Filter) Apply(ctx context.Context, system, tenant string, e *events.Env
 	}
 	for _, m := range members {
 		if m.UserID != "" && ids[identity.ErasedIDHash(m.UserID)] {
-			RewriteEnvelope(e, NewSubject(m.Username, m.UserID))
+			subj := NewSubject(m.Username, m.UserID)
+			subj.IDOnly = true // by the id: the name may be a later user's
+			RewriteEnvelope(e, subj)
 		}
 	}
 	return false, nil

@@ -55,6 +55,8 @@ type Entry struct {
 	// found the person in, kept until the erasure is done for its second pass.
 	SweptAt       string   `json:"-"`
 	PendingGroups []string `json:"-"`
+	// AllIncarnations: the earlier incarnations under the name were erased too.
+	AllIncarnations bool `json:"-"`
 }
 
 // Ledger reads and writes `{p}_erasures`.
@@ -138,6 +140,9 @@ func decodeEntry(it map[string]types.AttributeValue) Entry {
 		ErasureID: attrS(it, "erasure_id"), Status: attrS(it, "status"), RequestedAt: attrS(it, "requested_at"),
 		RequestedBy: attrS(it, "requested_by"), Reason: attrS(it, "reason"), SweptAt: attrS(it, "swept_at"),
 		Places: map[string]string{},
+	}
+	if b, ok := it["all_incarnations"].(*types.AttributeValueMemberBOOL); ok {
+		e.AllIncarnations = b.Value
 	}
 	if c := attrS(it, "completed_at"); c != "" {
 		e.CompletedAt = &c

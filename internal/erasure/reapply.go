@@ -68,7 +68,9 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	}
 	res := ReapplyResult{Erasures: len(entries)}
 	byHash := map[string]string{} // id hash → erasure id
+	all := map[string]bool{}      // erasure id → its AllIncarnations
 	for _, e := range entries {
+		all[e.ErasureID] = e.AllIncarnations
 		for _, h := range e.IDHashes {
 			byHash[h] = e.ErasureID
 		}
@@ -82,6 +84,7 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	}
 	for username, erasureID := range found {
 		subj := NewSubject(username)
+		subj.IDOnly = !all[erasureID]
 		// The tables every tenant shares were swept by the erasure itself and are not
 		// restored with a tenant; they may hold a later user of the same name.
 		groups, err := x.firstPass(ctx, row, subj, erasureID, nil, false)

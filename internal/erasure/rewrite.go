@@ -20,6 +20,26 @@ type Subject struct {
 	IDs map[string]bool
 	// Values are the emails, names and attribute values found in the person's records.
 	Values map[string]bool
+	// IDOnly: the subject is one incarnation of the name (the erasure did not ask for all
+	// of them), so a group's record names them only by their id, never by the name
+	// alone, which an earlier incarnation (maybe someone else) shared.
+	IDOnly bool
+	// From is the version the erased incarnations start at in the user's partition (0:
+	// every version); the history before it is an earlier incarnation's, and kept.
+	From int64
+	// idHashes are erased ids known only by their hashes (the ledger's, when a pass runs
+	// without the user's partition at hand).
+	idHashes map[string]bool
+}
+
+// AddIDHashes adds ids known by their hashes (identity.ErasedIDHash).
+func (s *Subject) AddIDHashes(hashes ...string) {
+	if s.idHashes == nil {
+		s.idHashes = map[string]bool{}
+	}
+	for _, h := range hashes {
+		s.idHashes[h] = true
+	}
 }
 
 // NewSubject is the subject of username with the ids given.
@@ -68,7 +88,10 @@ func (s *Subject) IDHashes() []string {
 
 // isMember reports whether a member named in a group record is the subject.
 func (s *Subject) isMember(username, userID string) bool {
-	return (username != "" && username == s.Username) || (userID != "" && s.IDs[userID])
+	if userID != "" && (s.IDs[userID] || (len(s.idHashes) > 0 && s.idHashes[identity.ErasedIDHash(userID)])) {
+		return true
+	}
+	return !s.IDOnly && username != "" && username == s.Username
 }
 
 // ScrubText replaces the subject's username, ids and values in free text (an error
@@ -139,7 +162,7 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 			}
 		}
 	}
-	if c, ok := e.Changes["member"]; ok {
+	if c, ok := e.Changes["member"]; ok && (!s.IDOnly || changed) {
 		if name, _ := c.Old.(string); name != "" && name == s.Username {
 			c.Old, changed = events.ErasedValue(), true
 		}
@@ -161,7 +184,11 @@ func rewriteChangesJSON(raw string, s *Subject) (string, bool, error) {
 		return "", false, fmt.Errorf("decode changes: %w", err)
 	}
 	e := events.Envelope{Changes: ch}
-	if !RewriteEnvelope(&e, s) {
+	// An activity item holds the change only: the caller chose it (by the name, or by
+	// the event ids of the records rewritten), so the name decides here.
+	byName := *s
+	byName.IDOnly = false
+	if !RewriteEnvelope(&e, &byName) {
 		return raw, false, nil
 	}
 	b, err := json.Marshal(e.Changes)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/deadletters"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/mappings"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -216,7 +217,7 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, behind string, c
 		}
 		attempts, cerr := b.cfg.DeadLetters.NoteFailedAttempt(ctx, r)
 		if cerr != nil || attempts < b.cfg.MaxAttempts || ctx.Err() != nil {
-			b.cfg.Log.Warn("record failed; its aggregate waits for the batch to be retried", zap.String("aggregate", r.Aggregate),
+			b.cfg.Log.Warn("record failed; its aggregate waits for the batch to be retried", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 				zap.String("sequence_number", r.SequenceNumber), zap.Int("attempt", attempts), zap.Error(err))
 			return r.SequenceNumber, true
 		}
@@ -291,16 +292,16 @@ func (b *Batch) handle(msg *message.Message) (err error) {
 
 func (b *Batch) deadLetter(ctx context.Context, r streams.Record, attempts int, reason, behind string) error {
 	if err := b.cfg.DeadLetters.Add(ctx, r, attempts, reason, behind); err != nil {
-		b.cfg.Log.Error("could not store a dead letter; the batch is retried", zap.String("aggregate", r.Aggregate),
+		b.cfg.Log.Error("could not store a dead letter; the batch is retried", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 			zap.String("sequence_number", r.SequenceNumber), zap.Error(err))
 		return err
 	}
 	if behind == "" {
 		b.cfg.Log.Error("record dead-lettered; later records of its aggregate are parked until it is re-driven",
-			zap.String("tenant", r.System+"/"+r.Tenant), zap.String("aggregate", r.Aggregate),
+			zap.String("tenant", r.System+"/"+r.Tenant), zap.String("aggregate", identity.LogKey(r.Aggregate)),
 			zap.String("sequence_number", r.SequenceNumber), zap.Int("attempts", attempts), zap.String("reason", reason))
 	} else {
-		b.cfg.Log.Warn("record parked behind a dead letter of its aggregate", zap.String("aggregate", r.Aggregate),
+		b.cfg.Log.Warn("record parked behind a dead letter of its aggregate", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 			zap.String("sequence_number", r.SequenceNumber), zap.String("blocked_behind", behind))
 	}
 	return nil

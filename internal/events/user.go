@@ -111,6 +111,9 @@ type UserErased struct {
 	Groups []string `json:"groups,omitempty"`
 	// ErasureID names the erasure in the ledger (GET /erasures/{id}).
 	ErasureID string `json:"erasure_id"`
+	// AllIncarnations: the earlier incarnations under the name are erased too; without
+	// it only the last one (the live user, or the latest deleted), from its user.created.
+	AllIncarnations bool `json:"all_incarnations,omitempty"`
 }
 
 func (UserErased) EventType() Type { return UserErasedType }

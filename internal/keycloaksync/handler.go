@@ -15,6 +15,7 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/streams"
 )
@@ -201,7 +202,7 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	}
 	env, err := dynamo.DecodeRecord(h.cfg.Registry, rec.NewImage)
 	if err != nil {
-		return fmt.Errorf("decode history record of %s: %w", rec.Aggregate, err)
+		return fmt.Errorf("decode history record of %s: %w", identity.LogKey(rec.Aggregate), err)
 	}
 	realm, err := h.cfg.Realms.Get(ctx, rec.System, rec.Tenant)
 	if errors.Is(err, ErrNoKeycloak) {
@@ -230,7 +231,7 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	}
 	wm := NewWriteModel(h.cfg.Store, rec.System, rec.Tenant)
 	if err := h.sync(ctx, realm, wm, env); err != nil {
-		return fmt.Errorf("sync %s %s v%d to realm %s: %w", env.Type, env.Entity(), env.Version, realm.Tenant.KeycloakRealm, err)
+		return fmt.Errorf("sync %s %s v%d to realm %s: %w", env.Type, identity.LogKey(env.Entity()), env.Version, realm.Tenant.KeycloakRealm, err)
 	}
 	return nil
 }

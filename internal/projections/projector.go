@@ -15,6 +15,7 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // Tables are the tables one tenant's projection writes. They are given per call, never
@@ -115,7 +116,7 @@ func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, view
 	}
 	fx, err := p.Effects(e)
 	if err != nil {
-		return fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+		return fmt.Errorf("project %s %s v%d: %w", e.Type, identity.LogKey(e.Entity()), e.Version, err)
 	}
 	w := p.writer(t)
 	memberships, views := splitMemberships(fx.Upserts)
@@ -206,7 +207,7 @@ func (p *Projector) applyBatch(ctx context.Context, t Tables, es []events.Envelo
 	for _, e := range es {
 		fx, err := reduce(reducers, e)
 		if err != nil {
-			return nil, fmt.Errorf("project %s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+			return nil, fmt.Errorf("project %s %s v%d: %w", e.Type, identity.LogKey(e.Entity()), e.Version, err)
 		}
 		for _, a := range fx.Activities {
 			activities[itemKey(a, "pk")] = a

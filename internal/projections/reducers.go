@@ -9,6 +9,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // Reducer turns one event into the writes it needs. It is pure: no I/O and no clock, so the
@@ -488,11 +489,11 @@ func (a activity) items(e events.Envelope) ([]Item, error) {
 
 func (a activity) item(e events.Envelope) (Item, error) {
 	if e.EventID == "" || e.OccurredAt.IsZero() {
-		return nil, fmt.Errorf("%s %s v%d: missing event id or time", e.Type, e.Entity(), e.Version)
+		return nil, fmt.Errorf("%s %s v%d: missing event id or time", e.Type, identity.LogKey(e.Entity()), e.Version)
 	}
 	changes, err := changeSet(e.Changes)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s v%d: %w", e.Type, e.Entity(), e.Version, err)
+		return nil, fmt.Errorf("%s %s v%d: %w", e.Type, identity.LogKey(e.Entity()), e.Version, err)
 	}
 	v := ActivityView{
 		PK:         EntityPK(e.Entity()),

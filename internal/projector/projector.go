@@ -17,6 +17,7 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/progress"
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/streams"
@@ -97,7 +98,7 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 	}
 	env, err := dynamo.DecodeRecord(h.registry, rec.NewImage)
 	if err != nil {
-		return fmt.Errorf("decode history record of %s: %w", rec.Aggregate, err)
+		return fmt.Errorf("decode history record of %s: %w", identity.LogKey(rec.Aggregate), err)
 	}
 	if h.eraser != nil {
 		if e, ok := env.Payload.(*events.UserErased); ok {
@@ -128,7 +129,7 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 			}
 		}
 		if err := h.committer(t).Apply(ctx, env, viewed); err != nil {
-			return fmt.Errorf("project %s v%d into %s: %w", env.Entity(), env.Version, t.Users, err)
+			return fmt.Errorf("project %s v%d into %s: %w", identity.LogKey(env.Entity()), env.Version, t.Users, err)
 		}
 	}
 	return nil

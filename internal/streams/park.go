@@ -7,6 +7,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // MetaParkUntil is set on a message by Park: the time (RFC 3339) before which its stream
@@ -72,7 +74,7 @@ func (w *shardWorker) startPark(e *entry, until time.Time) {
 	w.discardNext()
 	w.holdReads.Store(true)
 	w.log.Warn("stream parked by its handler; later records wait", zap.String("sequence_number", e.rec.SequenceNumber),
-		zap.String("aggregate", e.rec.Aggregate), zap.Time("until", until))
+		zap.String("aggregate", identity.LogKey(e.rec.Aggregate)), zap.Time("until", until))
 	w.s.parkedChanged(w.stream, 1)
 	w.reschedulePark(until)
 	w.updateWaiting()

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"go.uber.org/zap"
+
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // errStopping ends a retry loop because the worker is stopping.
@@ -395,7 +397,7 @@ func (w *shardWorker) makeReady(ctx context.Context, e *entry) {
 			return
 		}
 		w.st.unblock(agg)
-		w.log.Info("aggregate has no dead letters left; delivering again", zap.String("aggregate", agg))
+		w.log.Info("aggregate has no dead letters left; delivering again", zap.String("aggregate", identity.LogKey(agg)))
 	}
 	if e.poison != "" {
 		w.deadLetter(ctx, e, e.poison, "")
@@ -455,7 +457,7 @@ func (w *shardWorker) handle(ctx context.Context, r result, stopping bool) {
 	if e.attempts < w.s.cfg.MaxAttempts {
 		d := backoff(w.s.cfg.RetryBackoff, w.s.cfg.MaxRetryBackoff, e.attempts)
 		w.log.Debug("record nacked; redelivering", zap.String("sequence_number", e.rec.SequenceNumber),
-			zap.String("aggregate", e.rec.Aggregate), zap.Int("attempt", e.attempts), zap.Duration("backoff", d))
+			zap.String("aggregate", identity.LogKey(e.rec.Aggregate)), zap.Int("attempt", e.attempts), zap.Duration("backoff", d))
 		time.AfterFunc(d, func() {
 			select {
 			case w.retries <- e:
@@ -481,7 +483,7 @@ func (w *shardWorker) deadLetter(ctx context.Context, e *entry, reason, behind s
 	}); err != nil {
 		return
 	}
-	fields := []zap.Field{zap.String("aggregate", rec.Aggregate), zap.String("sequence_number", rec.SequenceNumber),
+	fields := []zap.Field{zap.String("aggregate", identity.LogKey(rec.Aggregate)), zap.String("sequence_number", rec.SequenceNumber),
 		zap.String("event_name", rec.EventName)}
 	kind := "parked"
 	if behind == "" {
