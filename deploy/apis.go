@@ -73,6 +73,7 @@ var schedules = []struct {
 	{KeycloakSync, "reconcile", 15},
 	{KeycloakSync, "redrive-dead-letters", 1},
 	{Projector, "redrive-dead-letters", 15},
+	{Projector, "resume-erasures", 1},
 }
 
 func (s *Stage) schedules() {

@@ -33,6 +33,7 @@ type DB interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
@@ -54,6 +55,8 @@ type Entry struct {
 	// found the person in, kept until the erasure is done for its second pass.
 	SweptAt       string   `json:"-"`
 	PendingGroups []string `json:"-"`
+	// Progress is where the first pass stopped (progress.go).
+	Progress Progress `json:"-"`
 }
 
 // Ledger reads and writes `{p}_erasures`.
@@ -136,7 +139,7 @@ func decodeEntry(it map[string]types.AttributeValue) Entry {
 	e := Entry{
 		ErasureID: attrS(it, "erasure_id"), Status: attrS(it, "status"), RequestedAt: attrS(it, "requested_at"),
 		RequestedBy: attrS(it, "requested_by"), Reason: attrS(it, "reason"), SweptAt: attrS(it, "swept_at"),
-		Places: map[string]string{},
+		Places: map[string]string{}, Progress: decodeProgress(it),
 	}
 	if c := attrS(it, "completed_at"); c != "" {
 		e.CompletedAt = &c
