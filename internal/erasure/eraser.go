@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -679,34 +680,53 @@ func (x *Eraser) deletePartition(ctx context.Context, table, pkName, pk string, 
 	return x.batchDelete(ctx, table, keys)
 }
 
-// batchDelete deletes keys in batches of 25, until none is left unprocessed; past the
-// call's soft deadline it stops after a batch (errOutOfTime: the next call finds the rest).
+// deleteWorkers is how many batches of deletes an erasure has in flight at once.
+const deleteWorkers = 4
+
+// batchDelete deletes keys in batches of 25, a few at once, until none is left
+// unprocessed; past the call's soft deadline it starts no more batches after the first
+// (errOutOfTime: the next call finds the rest).
 func (x *Eraser) batchDelete(ctx context.Context, table string, keys []map[string]types.AttributeValue) error {
-	first := true
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleteWorkers)
+	first, stopped := true, false
 	for chunk := range slices.Chunk(keys, 25) {
 		if !first && outOfTime(ctx) {
-			return errOutOfTime
+			stopped = true
+			break
 		}
 		first = false
-		reqs := make([]types.WriteRequest, 0, len(chunk))
-		for _, k := range chunk {
-			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
-		}
-		pending := map[string][]types.WriteRequest{table: reqs}
-		for attempt := 0; len(pending[table]) > 0; attempt++ {
-			if attempt > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
-				}
+		g.Go(func() error { return x.deleteBatch(gctx, table, chunk) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if stopped {
+		return errOutOfTime
+	}
+	return nil
+}
+
+// deleteBatch deletes one batch of keys, retrying what is unprocessed.
+func (x *Eraser) deleteBatch(ctx context.Context, table string, chunk []map[string]types.AttributeValue) error {
+	reqs := make([]types.WriteRequest, 0, len(chunk))
+	for _, k := range chunk {
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
+	}
+	pending := map[string][]types.WriteRequest{table: reqs}
+	for attempt := 0; len(pending[table]) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
 			}
-			out, err := x.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-			if err != nil {
-				return fmt.Errorf("delete from %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
-			}
-			pending = out.UnprocessedItems
 		}
+		out, err := x.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+		if err != nil {
+			return fmt.Errorf("delete from %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
+		}
+		pending = out.UnprocessedItems
 	}
 	return nil
 }
