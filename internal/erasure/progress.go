@@ -90,7 +90,7 @@ type pass struct {
 	save func(ctx context.Context, p Progress) error
 }
 
-// reached reports whether the pass is at phase or past it.
+// at reports whether the pass is in phase.
 func (p *pass) at(phase string) bool { return p.prog.Phase == phase }
 
 // next moves the pass to phase, kept.
