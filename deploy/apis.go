@@ -75,6 +75,7 @@ var schedules = []struct {
 	{KeycloakSync, "reconcile", 15},
 	{KeycloakSync, "redrive-dead-letters", 1},
 	{Projector, "redrive-dead-letters", 15},
+	{Projector, "resume-erasures", 1},
 }
 
 // A scheduled task is never retried: its next tick comes soon, and a retry would run beside

@@ -133,14 +133,16 @@ func (s *Stage) policies() {
 			readKey, secretKey, logs(QueryAPI),
 		},
 		Projector: {
-			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
 			// An erasure scans a tenant's write table (group histories have no index by
 			// member) and the Idempotency-Key records (no index by tenant): docs/erasure.md.
 			{Sid: "ErasureScan", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
-				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands"), s.arn("dynamodb", "table", s.Names.Idempotency())}},
+				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands"), s.arn("dynamodb", "table", s.Names.Idempotency()),
+				// Once per stage: the ledger's entries written before their id items.
+				s.arn("dynamodb", "table", s.Names.Erasures())}},
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
 			writeKey, failures, logs(Projector),

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/erasure"
 )
@@ -35,4 +38,30 @@ func (a *app) erasures(ctx context.Context, args []string, stdout io.Writer) err
 	}
 	_, err = fmt.Fprintf(stdout, "%d erasures in the ledger of %s/%s; %d erased users found again and erased\n", res.Erasures, *system, *tenant, res.Users)
 	return err
+}
+
+// resumeEvery is how often the long-running projector looks for stalled erasures.
+const resumeEvery = 30 * time.Second
+
+// resumeErasures resumes, until ctx ends, the erasures that nothing has worked on for
+// their bound (a record dead-lettered, a shard lost with its parked record): the
+// stream record normally carries the erasure out (docs/erasure.md, "The bound").
+func (a *app) resumeErasures(ctx context.Context) {
+	stalled := erasure.StalledAfter(a.cfg.ErasureSettle)
+	t := time.NewTicker(resumeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := a.eraser.ResumePending(ctx, stalled)
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("erasures: resume failed", zap.Error(err))
+		}
+		if res.Resumed > 0 {
+			a.log.Info("stalled erasures resumed", zap.Int("resumed", res.Resumed), zap.Int("finished", res.Finished))
+		}
+	}
 }

@@ -25,6 +25,8 @@ func (a *app) lambda(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A user.erased record starts its erasure and goes; resume-erasures goes on with it.
+	a.handler.DetachErasures()
 	lambdafn.Start(&lambdafn.Function{
 		Discards: discards,
 		Log:      a.log,
@@ -38,6 +40,16 @@ func (a *app) lambda(ctx context.Context) error {
 				if err == nil && (res.Applied > 0 || res.FailedCount > 0) {
 					a.log.Info("dead letters re-driven", zap.Int("applied", res.Applied), zap.Int("still_failing", res.FailedCount),
 						zap.Bool("more", res.More))
+				}
+				return err
+			},
+			// Every pending erasure, until the invocation's deadline less a margin
+			// (docs/erasure.md, "The bound").
+			"resume-erasures": func(ctx context.Context) error {
+				res, err := a.eraser.ResumePending(ctx, 0)
+				if res.Resumed > 0 || res.Left > 0 {
+					a.log.Info("erasures resumed", zap.Int("pending", res.Pending), zap.Int("resumed", res.Resumed),
+						zap.Int("finished", res.Finished), zap.Int("left_for_the_next_run", res.Left))
 				}
 				return err
 			},

@@ -122,7 +122,12 @@ func (a *app) ensureTables(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.ErasuresTable(a.names.Erasures())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
-	return dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...)
+	if err := dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...); err != nil {
+		return err
+	}
+	// The erasure filter reads one ledger item per erased id: those of entries written
+	// before the items existed are written once.
+	return a.eraser.Ledger().IndexOnce(ctx)
 }
 
 func (a *app) serve(ctx context.Context, onListen listening) error {
@@ -189,7 +194,10 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 			e.GET(progress.Path, func(c echo.Context) error { return feed.Serve(c.Response(), c.Request()) })
 		},
 		// The feed's streams end with the service, so that its server can shut down.
-		Background: []func(ctx context.Context){func(ctx context.Context) { <-ctx.Done(); feed.Close() }},
+		Background: []func(ctx context.Context){
+			func(ctx context.Context) { <-ctx.Done(); feed.Close() },
+			a.resumeErasures,
+		},
 	}.Run(ctx)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
+	"github.com/ssodir/ssodir/internal/erasure/erasuretest"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/projections"
@@ -92,7 +93,7 @@ func benchErasure(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		What:         "erasure.Eraser first and second pass in-process (the projector's work on user.erased, SSO_ERASURE_SETTLE left out); calls_* count its DynamoDB calls",
 		BaselineWhat: "BatchWriteItem deletes of the user's own write-model, view and feed items, 25 at a time, one worker",
 		Notes: []string{"every create and update: no added call (the design keeps no per-user key)",
-			"the erasure Scans the tenant's whole write table once (group histories have no member index): its cost grows with the tenant; here the table holds the user, the groups and nothing else",
+			"the erasure Scans the tenant's whole write table once (group histories have no member index), segment by segment: its cost grows with the tenant; here the table holds 20,000 items of other users beside the user and the groups",
 			"ratio wall_s = erasure / baseline"},
 	}
 	row, err := dynamo.NewTenants(e.db, e.names).Get(ctx, benchSystem, benchTenant)
@@ -100,6 +101,11 @@ func benchErasure(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		return nil, err
 	}
 	p := projections.New(e.db, projections.Options{Retention: activityRetention})
+	if _, err := erasuretest.Seed(ctx, e.db, row.CommandsTable, erasuretest.Spec{Username: "bystander", History: 10, Others: 20000}); err != nil {
+		return nil, err
+	}
+	v := 2.0 // the erasure within 2x the raw deletes (ratio wall_s)
+	r.Target = &target{Of: "ratios", Key: "wall_s", Max: &v}
 	for rep := range sc.Reps {
 		username := fmt.Sprintf("erasee-%d", rep)
 		keys, err := seedErasee(ctx, e, p, row, username, rep, nHistory, nGroups)
@@ -152,7 +158,71 @@ func benchErasure(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		r.add(fig, map[string]float64{"wall_s": time.Since(start).Seconds()})
 		b.logf("   erasure %d: %.1fs, %.0f calls", rep, wall.Seconds(), total)
 	}
-	return []*result{r}, nil
+	f, err := benchErasureFilter(ctx, e, sc)
+	if err != nil {
+		return nil, err
+	}
+	return []*result{r, f}, nil
+}
+
+// benchErasureFilter measures what the erasure filter reads to decide a record: the
+// ledger items per record of distinct users (each read once, then cached for the TTL), in
+// a tenant with 10,000 erasures against one with 1.
+func benchErasureFilter(ctx context.Context, e *env, sc scale) (*result, error) {
+	r := &result{
+		Name: "erasure filter: ledger items read per record, 10,000 erasures in the tenant", Unit: "items", BaselineUnit: "items",
+		What:         "erasure.Filter.Apply on user records of distinct users (one read each) then the same again (cached), in a tenant with 10,000 erasures",
+		BaselineWhat: "the same in a tenant with 1 erasure",
+		Notes:        []string{"ratio reads_per_record = 10,000 erasures / 1 erasure; the target is the same reads (1.0)"},
+		Target:       &target{Of: "ratios", Key: "reads_per_record", Max: ptr(1.0)},
+	}
+	ledger := erasure.NewLedger(e.db, e.names)
+	index := func(tenant string, n int) error {
+		hashes := make([]string, 0, n)
+		for i := range n {
+			hashes = append(hashes, identity.ErasedIDHash(fmt.Sprintf("id-erased-%d", i)))
+		}
+		return ledger.IndexIDHashes(ctx, benchSystem, tenant, "bench", hashes)
+	}
+	if err := index("filter-many", 10000); err != nil {
+		return nil, err
+	}
+	if err := index("filter-one", 1); err != nil {
+		return nil, err
+	}
+	records := 500
+	if sc.Name == "full" {
+		records = 2000
+	}
+	measure := func(tenant string) (float64, error) {
+		f := erasure.NewFilter(ledger, time.Hour)
+		for pass := range 2 {
+			for i := range records {
+				username := fmt.Sprintf("u%d", i)
+				if i%10 == 0 {
+					username = fmt.Sprintf("erased-%d", i) // one record in ten of an erased user
+				}
+				u := events.User{ID: "id-" + username, Username: username, Version: int64(pass + 2)}
+				env := &events.Envelope{Type: events.UserUpdatedType, Kind: events.KindUser, Key: username, Version: u.Version, Payload: &events.UserUpdated{User: u}}
+				if _, err := f.Apply(ctx, benchSystem, tenant, env); err != nil {
+					return 0, err
+				}
+			}
+		}
+		return float64(f.ItemsRead()) / float64(2*records), nil
+	}
+	for range sc.Reps {
+		many, err := measure("filter-many")
+		if err != nil {
+			return nil, err
+		}
+		one, err := measure("filter-one")
+		if err != nil {
+			return nil, err
+		}
+		r.add(map[string]float64{"reads_per_record": many}, map[string]float64{"reads_per_record": one})
+	}
+	return r, nil
 }
 
 // seedErasee writes a user with nHistory history records (projected: view and feed) and a

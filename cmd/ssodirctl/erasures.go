@@ -52,6 +52,6 @@ func erasuresCommand(s *settings) *cobra.Command {
 	reapply.Flags().StringVar(&r.CommandsTable, "commands-table", "", "the restored write table (default: the tenant's)")
 	reapply.Flags().StringVar(&r.UsersTable, "users-table", "", "the restored read table (default: the tenant's)")
 	reapply.Flags().StringVar(&r.ActivitiesTable, "activities-table", "", "the restored activity table (default: the tenant's)")
-	cmd.AddCommand(reapply)
+	cmd.AddCommand(reapply, erasuresList(s), erasuresResume(s))
 	return cmd
 }

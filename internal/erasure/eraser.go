@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/deadletters"
@@ -41,8 +42,11 @@ type Options struct {
 	Settle time.Duration
 	// Filter, when set, forgets a tenant's cached ids as soon as an erasure adds some.
 	Filter *Filter
-	Log    *zap.Logger
-	Now    func() time.Time
+	// Budget bounds the work of one call of Step (0: DefaultBudget); Margin is the time a
+	// call keeps before its context's deadline (0: DefaultMargin). See progress.go.
+	Budget, Margin time.Duration
+	Log            *zap.Logger
+	Now            func() time.Time
 }
 
 // Eraser carries erasures out: the projector runs it on each user.erased record, and the
@@ -64,6 +68,12 @@ func NewEraser(db DB, names dynamo.Names, tenants TenantRows, reg *events.Regist
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
+	if opts.Budget <= 0 {
+		opts.Budget = DefaultBudget
+	}
+	if opts.Margin <= 0 {
+		opts.Margin = DefaultMargin
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -78,8 +88,18 @@ func (x *Eraser) Ledger() *Ledger { return x.ledger }
 // Step does what is due of the erasure a user.erased record asks for: the first pass
 // (everything), or, once Settle has passed since it, the second (the read side again,
 // then the write model's tombstone). again is when to call it again (zero: nothing left
-// for this process; the Keycloak sync completes its own place).
+// for this process; the Keycloak sync completes its own place). A call does bounded work
+// (progress.go): one that stops at its soft deadline keeps its position and answers
+// again = now.
 func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.UserErased) (again time.Time, err error) {
+	again, err = x.step(x.bounded(ctx), system, tenant, e)
+	if errors.Is(err, errOutOfTime) {
+		return x.opts.Now(), nil
+	}
+	return again, err
+}
+
+func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.UserErased) (again time.Time, err error) {
 	entry, err := x.ledger.Get(ctx, system, tenant, e.ErasureID)
 	if err != nil {
 		return time.Time{}, err
@@ -93,9 +113,18 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 	}
 	username := e.User.Username
 	if entry.SweptAt == "" {
+		if entry.Progress.Phase == phaseStart {
+			// Where the resume task finds the erasure (resume.go), before any work.
+			if err := x.remember(ctx, row, e); err != nil {
+				return time.Time{}, err
+			}
+		}
 		subj := NewSubject(username, e.PreviousID)
 		subj.IDOnly = !e.AllIncarnations
-		groups, err := x.FirstPass(ctx, row, subj, e.ErasureID, e.Groups)
+		p := &pass{prog: entry.Progress, save: func(ctx context.Context, p Progress) error {
+			return x.ledger.SaveProgress(ctx, system, tenant, e.ErasureID, p)
+		}}
+		groups, err := x.firstPassFrom(ctx, row, subj, e.ErasureID, append(slices.Clone(e.Groups), entry.PendingGroups...), true, p)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -119,6 +148,9 @@ func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.User
 	if err := x.SecondPass(ctx, row, subj, e.ErasureID, entry.PendingGroups); err != nil {
 		return time.Time{}, err
 	}
+	if err := x.forgetPointer(ctx, row, e.ErasureID); err != nil {
+		return time.Time{}, err
+	}
 	x.opts.Log.Info("erasure: second pass done", zap.String("tenant", system+"/"+tenant), zap.String("erasure_id", e.ErasureID))
 	return time.Time{}, nil
 }
@@ -133,7 +165,15 @@ func (x *Eraser) FirstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 // firstPass is FirstPass; shared says whether the tables every tenant shares
 // (Idempotency-Key records, dead letters, sync status) are swept too: not when the ledger
 // is re-applied to restored tables, where they may hold a later user of the same name.
+// It runs every phase at once.
 func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) ([]string, error) {
+	return x.firstPassFrom(ctx, row, subj, erasureID, groups, shared, &pass{})
+}
+
+// firstPassFrom is the first pass from p's position, phase by phase (progress.go); each
+// call reads the user's partition again (its history is the subject's ids and values),
+// which goes last.
+func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool, p *pass) ([]string, error) {
 	found := map[string]bool{}
 	for _, g := range groups {
 		found[g] = true
@@ -142,46 +182,88 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 	if err != nil {
 		return nil, err
 	}
-	if err := x.ledger.AddIDHashes(ctx, row.SystemID, row.TenantID, erasureID, subj.IDHashes()); err != nil {
-		return nil, err
+	if p.at(phaseStart) {
+		if err := x.ledger.AddIDHashes(ctx, row.SystemID, row.TenantID, erasureID, subj.IDHashes()); err != nil {
+			return nil, err
+		}
+		if err := x.ledger.IndexIDHashes(ctx, row.SystemID, row.TenantID, erasureID, subj.IDHashes()); err != nil {
+			return nil, err
+		}
+		if x.opts.Filter != nil {
+			x.opts.Filter.Forget(row.SystemID, row.TenantID)
+		}
+		if err := p.next(ctx, phaseGroups); err != nil {
+			return nil, err
+		}
 	}
-	if x.opts.Filter != nil {
-		x.opts.Filter.Forget(row.SystemID, row.TenantID)
+	if p.at(phaseGroups) {
+		if err := x.rewriteGroups(ctx, row, erasureID, subj, found, p); err != nil {
+			return nil, err
+		}
+		if err := x.deleteGuardsAndLookups(ctx, row.CommandsTable, subj, emails, exts); err != nil {
+			return nil, err
+		}
+		if err := x.markDone(ctx, row, erasureID); err != nil {
+			return nil, err
+		}
+		if err := x.nextPhase(ctx, p, phaseReadSide); err != nil {
+			return nil, err
+		}
 	}
-	if err := x.rewriteGroups(ctx, row.CommandsTable, subj, found); err != nil {
-		return nil, err
+	if p.at(phaseReadSide) {
+		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
+			return nil, err
+		}
+		next := phaseIdempotency
+		if !shared {
+			next = phasePartition
+		}
+		if err := x.nextPhase(ctx, p, next); err != nil {
+			return nil, err
+		}
 	}
-	if err := x.deleteGuardsAndLookups(ctx, row.CommandsTable, subj, emails, exts); err != nil {
-		return nil, err
+	if p.at(phaseIdempotency) {
+		if err := x.sweepIdempotency(ctx, row, subj, p); err != nil {
+			return nil, err
+		}
+		if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceIdempotency); err != nil {
+			return nil, err
+		}
+		if err := x.nextPhase(ctx, p, phaseShared); err != nil {
+			return nil, err
+		}
 	}
-	if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), subj.erasedWriteItem); err != nil {
-		return nil, err
+	if p.at(phaseShared) {
+		if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
+			return nil, err
+		}
+		if err := x.scrubSyncStatus(ctx, row, subj); err != nil {
+			return nil, err
+		}
+		if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceSyncStatus); err != nil {
+			return nil, err
+		}
+		if err := x.nextPhase(ctx, p, phasePartition); err != nil {
+			return nil, err
+		}
 	}
-	if err := x.markDone(ctx, row, erasureID); err != nil {
-		return nil, err
-	}
-	if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
-		return nil, err
-	}
-	if !shared {
-		return sortedKeys(found), nil
-	}
-	if err := x.sweepIdempotency(ctx, row, subj); err != nil {
-		return nil, err
-	}
-	if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceIdempotency); err != nil {
-		return nil, err
-	}
-	if err := x.sweepDeadLetters(ctx, row, subj); err != nil {
-		return nil, err
-	}
-	if err := x.scrubSyncStatus(ctx, row, subj); err != nil {
-		return nil, err
-	}
-	if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceSyncStatus); err != nil {
-		return nil, err
+	if p.at(phasePartition) {
+		if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), subj.erasedWriteItem); err != nil {
+			return nil, err
+		}
 	}
 	return sortedKeys(found), nil
+}
+
+// nextPhase keeps the pass at phase; a call past its soft deadline stops there.
+func (x *Eraser) nextPhase(ctx context.Context, p *pass, phase string) error {
+	if err := p.next(ctx, phase); err != nil {
+		return err
+	}
+	if outOfTime(ctx) {
+		return errOutOfTime
+	}
+	return nil
 }
 
 // markDone is a hook for places done mid-pass (none yet: each is marked when its last
@@ -197,8 +279,10 @@ func addAll(set map[string]bool, keys []string) {
 // rewriteGroups scans the write table for the group history records that name the
 // person (rewritten: an erased member) and the memberships of the person (deleted).
 // Group histories have no index by member, so this is one Scan of the tenant's write
-// table: the cost docs/erasure.md states.
-func (x *Eraser) rewriteGroups(ctx context.Context, table string, subj *Subject, groups map[string]bool) error {
+// table, segment by segment (progress.go): the cost docs/erasure.md states. The groups
+// each segment finds are kept in the ledger for the calls after it.
+func (x *Eraser) rewriteGroups(ctx context.Context, row dynamo.Tenant, erasureID string, subj *Subject, groups map[string]bool, p *pass) error {
+	table := row.CommandsTable
 	in := &dynamodb.ScanInput{
 		TableName:                aws.String(table),
 		FilterExpression:         aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND contains(#d, :q)) OR sk = :m"),
@@ -209,14 +293,12 @@ func (x *Eraser) rewriteGroups(ctx context.Context, table string, subj *Subject,
 		ConsistentRead: aws.Bool(true),
 	}
 	var memberships []map[string]types.AttributeValue
-	for {
-		page, err := x.db.Scan(ctx, in)
-		if err != nil {
-			return fmt.Errorf("scan %s for the groups naming an erased user: %w", table, dynamo.Translate(err))
-		}
-		for _, it := range page.Items {
+	seen := map[string]bool{}
+	page := func(items []map[string]types.AttributeValue) error {
+		for _, it := range items {
 			id, sk := attrS(it, "id"), attrS(it, "sk")
-			groups[strings.TrimPrefix(id, "group#")] = true
+			g := strings.TrimPrefix(id, "group#")
+			groups[g], seen[g] = true, true
 			if sk == dynamo.MemberSK(subj.Username) {
 				memberships = append(memberships, map[string]types.AttributeValue{"id": s(id), "sk": s(sk)})
 				continue
@@ -235,12 +317,22 @@ func (x *Eraser) rewriteGroups(ctx context.Context, table string, subj *Subject,
 				return fmt.Errorf("rewrite %s/%s: %w", id, sk, dynamo.Translate(err))
 			}
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		return nil
 	}
-	return x.batchDelete(ctx, table, memberships)
+	done := func() error {
+		if err := x.batchDelete(withSoftDeadline(ctx, time.Time{}), table, memberships); err != nil {
+			return err
+		}
+		memberships = memberships[:0]
+		if p.save != nil && len(seen) > 0 {
+			if err := x.ledger.AddGroups(ctx, row.SystemID, row.TenantID, erasureID, sortedKeys(seen)); err != nil {
+				return err
+			}
+		}
+		clear(seen)
+		return nil
+	}
+	return x.scanSegments(ctx, p, in, page, done)
 }
 
 // deleteGuardsAndLookups removes the email guards still held by the username, and the
@@ -268,8 +360,8 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 
 // sweepIdempotency deletes the tenant's Idempotency-Key records of requests on the user
 // (their `agg_key` is the username). The table has no index by tenant: one Scan of a
-// table whose records live 24 h.
-func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
+// table whose records live 24 h, segment by segment (progress.go).
+func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *Subject, p *pass) error {
 	table := x.names.Idempotency()
 	in := &dynamodb.ScanInput{
 		TableName:                 aws.String(table),
@@ -279,18 +371,16 @@ func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *
 		ProjectionExpression:      aws.String("#k"),
 	}
 	var keys []map[string]types.AttributeValue
-	for {
-		page, err := x.db.Scan(ctx, in)
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", table, dynamo.Translate(err))
-		}
-		keys = append(keys, page.Items...)
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+	page := func(items []map[string]types.AttributeValue) error {
+		keys = append(keys, items...)
+		return nil
 	}
-	return x.batchDelete(ctx, table, keys)
+	done := func() error {
+		err := x.batchDelete(withSoftDeadline(ctx, time.Time{}), table, keys)
+		keys = keys[:0]
+		return err
+	}
+	return x.scanSegments(ctx, p, in, page, done)
 }
 
 // sweepDeadLetters deletes the dead letters of the user's aggregate, rewrites those that
@@ -420,28 +510,53 @@ func (x *Eraser) deletePartition(ctx context.Context, table, pkName, pk string, 
 	return x.batchDelete(ctx, table, keys)
 }
 
-// batchDelete deletes keys in batches of 25, until none is left unprocessed.
+// deleteWorkers is how many batches of deletes an erasure has in flight at once.
+const deleteWorkers = 4
+
+// batchDelete deletes keys in batches of 25, a few at once, until none is left
+// unprocessed; past the call's soft deadline it starts no more batches after the first
+// (errOutOfTime: the next call finds the rest).
 func (x *Eraser) batchDelete(ctx context.Context, table string, keys []map[string]types.AttributeValue) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleteWorkers)
+	first, stopped := true, false
 	for chunk := range slices.Chunk(keys, 25) {
-		reqs := make([]types.WriteRequest, 0, len(chunk))
-		for _, k := range chunk {
-			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
+		if !first && outOfTime(ctx) {
+			stopped = true
+			break
 		}
-		pending := map[string][]types.WriteRequest{table: reqs}
-		for attempt := 0; len(pending[table]) > 0; attempt++ {
-			if attempt > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
-				}
+		first = false
+		g.Go(func() error { return x.deleteBatch(gctx, table, chunk) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if stopped {
+		return errOutOfTime
+	}
+	return nil
+}
+
+// deleteBatch deletes one batch of keys, retrying what is unprocessed.
+func (x *Eraser) deleteBatch(ctx context.Context, table string, chunk []map[string]types.AttributeValue) error {
+	reqs := make([]types.WriteRequest, 0, len(chunk))
+	for _, k := range chunk {
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
+	}
+	pending := map[string][]types.WriteRequest{table: reqs}
+	for attempt := 0; len(pending[table]) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
 			}
-			out, err := x.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-			if err != nil {
-				return fmt.Errorf("delete from %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
-			}
-			pending = out.UnprocessedItems
 		}
+		out, err := x.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+		if err != nil {
+			return fmt.Errorf("delete from %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
+		}
+		pending = out.UnprocessedItems
 	}
 	return nil
 }

@@ -57,6 +57,8 @@ type Entry struct {
 	PendingGroups []string `json:"-"`
 	// AllIncarnations: the earlier incarnations under the name were erased too.
 	AllIncarnations bool `json:"-"`
+	// Progress is where the first pass stopped (progress.go).
+	Progress Progress `json:"-"`
 }
 
 // Ledger reads and writes `{p}_erasures`.
@@ -139,7 +141,7 @@ func decodeEntry(it map[string]types.AttributeValue) Entry {
 	e := Entry{
 		ErasureID: attrS(it, "erasure_id"), Status: attrS(it, "status"), RequestedAt: attrS(it, "requested_at"),
 		RequestedBy: attrS(it, "requested_by"), Reason: attrS(it, "reason"), SweptAt: attrS(it, "swept_at"),
-		Places: map[string]string{},
+		Places: map[string]string{}, Progress: decodeProgress(it),
 	}
 	if b, ok := it["all_incarnations"].(*types.AttributeValueMemberBOOL); ok {
 		e.AllIncarnations = b.Value

@@ -43,7 +43,18 @@ type Handler struct {
 	// users from writing anything about them; both nil until Erase.
 	eraser *erasure.Eraser
 	filter *erasure.Filter
+	// detach: a user.erased record gets one bounded call of the erasure and is
+	// acknowledged; the resume task does the rest (Lambda mode, DetachErasures).
+	detach bool
 }
+
+// DetachErasures makes a user.erased record start its erasure with one bounded call and
+// go, instead of holding its shard until the erasure's projector part is done: the
+// resume task (erasure.Eraser.ResumePending, on a schedule) goes on with it. Lambda mode
+// calls it, where a record held past the invocation's timeout is retried and then
+// discarded (docs/erasure.md, "The bound"). Nothing of the user's aggregate can follow
+// the record until the erasure frees the name, so no later record overtakes it.
+func (h *Handler) DetachErasures() { h.detach = true }
 
 // Erase makes the handler carry out the erasures its records ask for, and filter the
 // records of erased users (docs/erasure.md). Without it, a user.erased record projects as
@@ -193,6 +204,12 @@ func (h *Handler) OnGap(ctx context.Context, gap streams.Gap) error {
 // erase runs the erasure's passes that are due: with park, the record waits on the shard
 // for the second; without (a re-drive), this call waits for it.
 func (h *Handler) erase(ctx context.Context, rec streams.Record, e *events.UserErased, park func(time.Time) error) error {
+	if h.detach {
+		if _, err := h.eraser.Step(ctx, rec.System, rec.Tenant, e); err != nil {
+			return fmt.Errorf("erasure %s: %w", e.ErasureID, err)
+		}
+		return nil
+	}
 	for {
 		again, err := h.eraser.Step(ctx, rec.System, rec.Tenant, e)
 		if err != nil || again.IsZero() {
