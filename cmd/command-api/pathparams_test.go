@@ -35,7 +35,7 @@ func fill(route string, params map[string]string, enc func(string) string) strin
 
 // TestPathParametersAreDecoded walks every route of the command API and its SCIM port that
 // takes a path parameter, with usernames and group names as identity providers send them
-// (an email address, a space, a letter beyond ASCII), each parameter sent fully
+// (an email address, a plus, a space, a letter beyond ASCII), each parameter sent fully
 // percent-encoded and as url.PathEscape (the Go client) sends it: every route finds what its
 // parameters name.
 func TestPathParametersAreDecoded(t *testing.T) {
@@ -97,7 +97,8 @@ func TestPathParametersAreDecoded(t *testing.T) {
 
 	cases := []struct{ username, email, group string }{
 		{"ann@example.com", "ann@example.com", "Sales EU"},
-		{"jo.smith@example.org", "jo@example.org", "Ventes Île-de-France"},
+		{"ann+eu@example.com", "ann.eu@example.com", "Ventes Île-de-France"},
+		{"jörg", "joerg@example.com", "Sales-Marketing"},
 	}
 	for _, c := range cases {
 		t.Run(c.username+" in "+c.group, func(t *testing.T) {
@@ -153,7 +154,7 @@ func TestPathParametersAreDecoded(t *testing.T) {
 			ID string `json:"id"`
 		}
 		scimBase := "/scim/v2/" + system + "/" + tenant
-		userBody := map[string]any{"schemas": []string{"urn:ietf:params:scim:schemas:core:2.0:User"}, "userName": "bob@example.com"}
+		userBody := map[string]any{"schemas": []string{"urn:ietf:params:scim:schemas:core:2.0:User"}, "userName": "Björn+Okta@example.com"}
 		send(t, a.url, a.token(), "POST", scimBase+"/Users", userBody, "Content-Type", scimType).want(t, http.StatusCreated).decode(t, &u)
 		groupBody := map[string]any{"schemas": []string{"urn:ietf:params:scim:schemas:core:2.0:Group"}, "displayName": "Ops Team"}
 		send(t, a.url, a.token(), "POST", scimBase+"/Groups", groupBody, "Content-Type", scimType).want(t, http.StatusCreated).decode(t, &g)
