@@ -75,7 +75,7 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Auth == nil || d.ScimTokens.Store == nil || d.ScimTokens.Hasher == nil || d.Store == nil || d.Secrets == nil || d.Gate == nil || d.Clock == nil {
 		panic("scim: every dependency but Log is required")
 	}
-	cd := commands.Deps{Store: guardedStore{d.Store}, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
+	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
 	s := &server{
 		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate,
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
@@ -109,9 +109,6 @@ func Register(e *echo.Echo, d Deps) {
 }
 
 func notFound(c echo.Context) error {
-	if err := awaitAuth(c.Request().Context()); err != nil {
-		return err
-	}
 	return apperr.NotFound("SCIM endpoint")
 }
 
@@ -129,9 +126,6 @@ func (s *server) dispatch(handlers map[string]func(*call) error) echo.HandlerFun
 	return func(c echo.Context) error {
 		h, ok := handlers[c.Request().Method]
 		if !ok {
-			if err := awaitAuth(c.Request().Context()); err != nil {
-				return err
-			}
 			var allow []string
 			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 				if _, ok := handlers[m]; ok {
@@ -149,14 +143,7 @@ func (s *server) dispatch(handlers map[string]func(*call) error) echo.HandlerFun
 		}
 		cl := &call{c: c, ctx: c.Request().Context(), tenant: t, who: principalOf(c),
 			base: scheme + "://" + c.Request().Host + "/scim/v2/" + t.System + "/" + t.ID}
-		if err := h(cl); err != nil {
-			// A request whose token fails gets 401, whatever else went wrong.
-			if authErr := awaitAuth(cl.ctx); authErr != nil {
-				return authErr
-			}
-			return err
-		}
-		return nil
+		return h(cl)
 	}
 }
 
@@ -180,13 +167,12 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		var p auth.Principal
-		if id, ok := scimtoken.ID(token); ok {
-			// The token's check runs beside the request's first reads (authgate.go).
-			p = auth.ScimTokenPrincipal(system, tenant, id)
-			ctx := startCheck(c.Request().Context(), func(ctx context.Context) (auth.Principal, error) {
-				return s.tokens.Authenticate(ctx, system, tenant, token)
-			})
-			c.SetRequest(c.Request().WithContext(ctx))
+		if _, ok := scimtoken.ID(token); ok {
+			// Checked before anything else is read: a request with a bad token costs the
+			// read of its own row and learns nothing but 401.
+			if p, err = s.tokens.Authenticate(c.Request().Context(), system, tenant, token); err != nil {
+				return err
+			}
 		} else if scimtoken.Is(token) {
 			return apperr.Unauthenticated("invalid SCIM token")
 		} else {
@@ -269,12 +255,8 @@ func (cl *call) readDoc() (map[string]any, []byte, error) {
 	return m, data, nil
 }
 
-// write answers with a resource (or a list) as application/scim+json, once the token
-// check passed.
+// write answers with a resource (or a list) as application/scim+json.
 func (cl *call) write(status int, v any) error {
-	if err := awaitAuth(cl.ctx); err != nil {
-		return err
-	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode SCIM answer: %w", err)
@@ -284,9 +266,6 @@ func (cl *call) write(status int, v any) error {
 
 // writeResource answers with a resource, its ETag, and for a create its Location.
 func (cl *call) writeResource(status int, res map[string]any, version int64, proj projection) error {
-	if err := awaitAuth(cl.ctx); err != nil {
-		return err
-	}
 	h := cl.c.Response().Header()
 	h.Set("ETag", etag(version))
 	if status == http.StatusCreated {
@@ -297,12 +276,8 @@ func (cl *call) writeResource(status int, res map[string]any, version int64, pro
 	return cl.write(status, proj.apply(res))
 }
 
-// noContent answers 204 (with the resource's ETag when version > 0), once the token check
-// passed.
+// noContent answers 204 (with the resource's ETag when version > 0).
 func (cl *call) noContent(version int64) error {
-	if err := awaitAuth(cl.ctx); err != nil {
-		return err
-	}
 	if version > 0 {
 		cl.c.Response().Header().Set("ETag", etag(version))
 	}
