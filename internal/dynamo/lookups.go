@@ -153,3 +153,43 @@ func (s *CommandStore) LoadGroups(ctx context.Context, t commands.Tenant, keys [
 func LookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string) map[string]types.AttributeValue {
 	return lookupKey(kind, by, value, id)
 }
+
+// PageIDs is one page of the live users (or groups) in the order of their ids: at most n
+// of them after `after` ("" for the start), read strongly consistently with one Query of
+// at most n items, continued from `after` as the ExclusiveStartKey. The order is the ids',
+// which never change; a user created meanwhile falls into its place and shifts nothing.
+func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) ([]commands.Lookup, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table(t)),
+		KeyConditionExpression:    aws.String("id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(idsPrefix + string(kind))},
+		ExpressionAttributeNames:  map[string]string{"#k": "key"},
+		ProjectionExpression:      aws.String("sk, #k"),
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(n)),
+	}
+	if after != "" {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{"id": str(idsPrefix + string(kind)), "sk": str(after)}
+	}
+	out := make([]commands.Lookup, 0, n)
+	// A page ends at n items or 1 MB; a short page with a LastEvaluatedKey is continued.
+	for len(out) < n {
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("page %s ids: %w", kind, notFoundTenant(err))
+		}
+		for _, it := range page.Items {
+			id := getS(it, "sk")
+			out = append(out, commands.Lookup{Kind: kind, By: commands.LookupByID, Value: id, ID: id, Key: getS(it, "key")})
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+		in.Limit = aws.Int32(int32(n - len(out)))
+	}
+	return out, nil
+}

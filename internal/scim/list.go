@@ -34,6 +34,8 @@ type listQuery struct {
 	// cursor is nil for index paging; "" asks for the first page by cursor.
 	cursor *string
 	proj   projection
+	// scope is the tenant the list is of: a cursor is good only for its own tenant.
+	scope string
 }
 
 func projectionOf(cl *call) (projection, error) {
@@ -128,7 +130,7 @@ type cursorState struct {
 }
 
 func listFingerprint(kind events.AggregateKind, q listQuery) string {
-	h := sha256.Sum256([]byte(string(kind) + "\n" + q.filterText))
+	h := sha256.Sum256([]byte(q.scope + "\n" + string(kind) + "\n" + q.filterText))
 	return hex.EncodeToString(h[:6])
 }
 
@@ -180,9 +182,14 @@ func page[T any](kind events.AggregateKind, q listQuery, all []T, id func(T) str
 	return out, next, nil
 }
 
+// writeList answers a list; a total below 0 is not known (a cursor page of an unfiltered
+// list, which reads only its page) and is left out.
 func (cl *call) writeList(q listQuery, total int, resources []any, next string) error {
-	body := map[string]any{"schemas": []string{URNListResponse}, "totalResults": total,
+	body := map[string]any{"schemas": []string{URNListResponse},
 		"itemsPerPage": len(resources), "Resources": resources}
+	if total >= 0 {
+		body["totalResults"] = total
+	}
 	if q.cursor == nil {
 		body["startIndex"] = q.startIndex
 	} else if next != "" {
@@ -200,6 +207,10 @@ func (s *server) listUsers(cl *call) error {
 }
 
 func (s *server) listUsersWith(cl *call, q listQuery) error {
+	q.scope = cl.tenant.System + "/" + cl.tenant.ID
+	if q.filter == nil && q.cursor != nil {
+		return s.usersByCursor(cl, q)
+	}
 	keys, indexed, err := s.userCandidates(cl, q.filter)
 	if err != nil {
 		return err
@@ -384,6 +395,10 @@ type groupHit struct {
 }
 
 func (s *server) listGroupsWith(cl *call, q listQuery) error {
+	q.scope = cl.tenant.System + "/" + cl.tenant.ID
+	if q.filter == nil && q.cursor != nil {
+		return s.groupsByCursor(cl, q)
+	}
 	keys, indexed, err := s.groupCandidates(cl, q.filter)
 	if err != nil {
 		return err

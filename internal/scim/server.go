@@ -32,6 +32,7 @@ type Store interface {
 	FindByIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ids []string) (map[string]string, error)
 	FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]commands.Lookup, error)
 	ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(commands.Lookup) bool) error
+	PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) ([]commands.Lookup, error)
 	UserByEmail(ctx context.Context, t commands.Tenant, email string) (username string, ok bool, err error)
 	LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error)
 	LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error)
@@ -268,12 +269,30 @@ func (cl *call) write(status int, v any) error {
 func (cl *call) writeResource(status int, res map[string]any, version int64, proj projection) error {
 	h := cl.c.Response().Header()
 	h.Set("ETag", etag(version))
+	if cl.c.Request().Method == http.MethodGet && noneMatch(cl.c.Request().Header.Values("If-None-Match"), version) {
+		// RFC 7644 3.14: the client's copy is current.
+		return cl.c.NoContent(http.StatusNotModified)
+	}
 	if status == http.StatusCreated {
 		if m, ok := res["meta"].(map[string]any); ok {
 			h.Set(echo.HeaderLocation, m["location"].(string))
 		}
 	}
 	return cl.write(status, proj.apply(res))
+}
+
+// noneMatch reports whether an If-None-Match header names the resource's version (or is
+// "*"), weakly compared: a GET then answers 304.
+func noneMatch(headers []string, version int64) bool {
+	for _, h := range headers {
+		for _, tag := range strings.Split(h, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == strings.TrimPrefix(etag(version), "W/") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // noContent answers 204 (with the resource's ETag when version > 0).
