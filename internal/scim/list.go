@@ -215,6 +215,9 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 	if err != nil {
 		return err
 	}
+	if !indexed && q.filter != nil {
+		return s.scanUsers(cl, q)
+	}
 	var ptrs []commands.Lookup
 	if !indexed {
 		if ptrs, err = s.allIDs(cl, events.KindUser); err != nil {
@@ -238,9 +241,6 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 			}
 		}
 		return cl.writeList(q, len(ptrs), out, next)
-	}
-	if !indexed {
-		keys = keysOf(ptrs)
 	}
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var found []events.User
@@ -403,12 +403,14 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 	if err != nil {
 		return err
 	}
+	if !indexed && q.filter != nil {
+		return s.scanGroups(cl, q)
+	}
 	var ptrs []commands.Lookup
 	if !indexed {
 		if ptrs, err = s.allIDs(cl, events.KindGroup); err != nil {
 			return err
 		}
-		keys = keysOf(ptrs)
 	}
 	withMembers := q.proj.wants("members")
 	filterMembers := mentions(q.filter, "members")
@@ -452,6 +454,7 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 		return err
 	}
 	out := make([]any, 0, len(pg))
+	budget := s.newMemberBudget()
 	for _, h := range pg {
 		ms := h.members
 		if withMembers && !filterMembers {
@@ -459,7 +462,7 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 				return err
 			}
 		}
-		out = append(out, q.proj.apply(renderGroup(h.g, ms, withMembers, cl.base)))
+		out = append(out, q.proj.apply(renderGroup(h.g, ms, withMembers && budget.take(len(ms)), cl.base)))
 	}
 	return cl.writeList(q, len(found), out, next)
 }
@@ -471,6 +474,7 @@ func (s *server) renderGroups(cl *call, keys []string, withMembers bool, proj pr
 		return nil, err
 	}
 	out := make([]any, 0, len(keys))
+	budget := s.newMemberBudget()
 	for _, k := range keys {
 		g, ok := groups[k]
 		if !ok || !g.Live() {
@@ -482,7 +486,7 @@ func (s *server) renderGroups(cl *call, keys []string, withMembers bool, proj pr
 				return nil, err
 			}
 		}
-		out = append(out, proj.apply(renderGroup(g.State, ms, withMembers, cl.base)))
+		out = append(out, proj.apply(renderGroup(g.State, ms, withMembers && budget.take(len(ms)), cl.base)))
 	}
 	return out, nil
 }

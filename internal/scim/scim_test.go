@@ -51,6 +51,12 @@ type service struct {
 
 func newService(t *testing.T) *service {
 	t.Helper()
+	return newServiceWith(t, scim.Limits{})
+}
+
+// newServiceWith is newService with the SCIM port's limits set.
+func newServiceWith(t *testing.T, limits scim.Limits) *service {
+	t.Helper()
 	ctx := context.Background()
 	local := dynamotest.Current(t)
 	count := newDBCount()
@@ -84,7 +90,7 @@ func newService(t *testing.T) *service {
 	commandapi.Register(e, commandapi.Deps{Auth: authn, Store: store, Tenants: tenants, TenantGate: gate, Secrets: box,
 		Clock: time.Now, Fingerprints: fingerprints, ScimTokens: tokens, ScimTokenHasher: hasher})
 	scim.Register(e, scim.Deps{Auth: authn, ScimTokens: auth.ScimTokens{Hasher: hasher, Store: tokens, Now: time.Now},
-		Store: store, Secrets: box, Gate: gate, Clock: time.Now})
+		Store: store, Secrets: box, Gate: gate, Clock: time.Now, Limits: limits})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss, db: count}

@@ -49,6 +49,14 @@ type Deps struct {
 	Gate  *commands.TenantGate
 	Clock commands.Clock
 	Log   *zap.Logger
+	// Limits, when not zero, replace MaxFilterScan and MaxInlineMembers (tests).
+	Limits Limits
+}
+
+// Limits bound what one SCIM request may read and answer.
+type Limits struct {
+	FilterScan    int
+	InlineMembers int
 }
 
 type server struct {
@@ -56,6 +64,7 @@ type server struct {
 	tokens auth.ScimTokens
 	store  Store
 	gate   *commands.TenantGate
+	limits Limits
 
 	createUser     commands.CreateUserHandler
 	updateUser     commands.UpdateUserHandler
@@ -76,9 +85,15 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Auth == nil || d.ScimTokens.Store == nil || d.ScimTokens.Hasher == nil || d.Store == nil || d.Secrets == nil || d.Gate == nil || d.Clock == nil {
 		panic("scim: every dependency but Log is required")
 	}
+	if d.Limits.FilterScan <= 0 {
+		d.Limits.FilterScan = MaxFilterScan
+	}
+	if d.Limits.InlineMembers <= 0 {
+		d.Limits.InlineMembers = MaxInlineMembers
+	}
 	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
 	s := &server{
-		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate,
+		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate, limits: d.Limits,
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
 		updateUser:     commands.NewUpdateUserHandler(cd),
 		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
