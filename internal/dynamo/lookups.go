@@ -37,6 +37,10 @@ func lookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string
 	return map[string]types.AttributeValue{"id": str(pk), "sk": str(id)}
 }
 
+// LookupItem is the item of a lookup pointer, as the command that makes it writes it (the
+// benchmark's raw baseline writes the same).
+func LookupItem(l commands.Lookup) map[string]types.AttributeValue { return lookupItem(l) }
+
 func lookupItem(l commands.Lookup) map[string]types.AttributeValue {
 	it := lookupKey(l.Kind, l.By, l.Value, l.ID)
 	it["key"] = str(l.Key)
@@ -155,12 +159,14 @@ func LookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string
 }
 
 // PageIDs is one page of the live users (or groups) in the order of their ids: at most n
-// of them after `after` ("" for the start), read strongly consistently with one Query of
-// at most n items, continued from `after` as the ExclusiveStartKey. The order is the ids',
-// which never change; a user created meanwhile falls into its place and shifts nothing.
-func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) ([]commands.Lookup, error) {
+// of them after `after` ("" for the start), read strongly consistently with Queries of at
+// most n items in all, continued from `after` as the ExclusiveStartKey; more reports that
+// the page ended on its limit, so that another may follow (it may be empty). The order is
+// the ids', which never change; a user created meanwhile falls into its place and shifts
+// nothing.
+func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) (page []commands.Lookup, more bool, err error) {
 	if n <= 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table(t)),
@@ -175,21 +181,23 @@ func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind even
 		in.ExclusiveStartKey = map[string]types.AttributeValue{"id": str(idsPrefix + string(kind)), "sk": str(after)}
 	}
 	out := make([]commands.Lookup, 0, n)
-	// A page ends at n items or 1 MB; a short page with a LastEvaluatedKey is continued.
-	for len(out) < n {
-		page, err := s.db.Query(ctx, in)
+	// A Query ends at its limit or at 1 MB; one that ends short of n is continued.
+	for {
+		res, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("page %s ids: %w", kind, notFoundTenant(err))
+			return nil, false, fmt.Errorf("page %s ids: %w", kind, notFoundTenant(err))
 		}
-		for _, it := range page.Items {
+		for _, it := range res.Items {
 			id := getS(it, "sk")
 			out = append(out, commands.Lookup{Kind: kind, By: commands.LookupByID, Value: id, ID: id, Key: getS(it, "key")})
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, false, nil
 		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		if len(out) >= n {
+			return out, true, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
 		in.Limit = aws.Int32(int32(n - len(out)))
 	}
-	return out, nil
 }

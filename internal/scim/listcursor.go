@@ -7,7 +7,8 @@ import (
 
 // A cursor page of an unfiltered list (RFC 9865) costs what it returns: it reads one
 // page of the tenant's id lookups, from the cursor on (ExclusiveStartKey), and the
-// resources on it. Its order is the ids', which never change, so a resource created or
+// resources on it, one item each. When the users fill the last page exactly, its
+// nextCursor leads to an empty page. Its order is the ids', which never change, so a resource created or
 // deleted meanwhile shifts nothing else. It leaves totalResults out: counting the tenant
 // would read every lookup on every page.
 
@@ -18,13 +19,13 @@ func (s *server) pageOfIDs(cl *call, kind events.AggregateKind, q listQuery) ([]
 	if err != nil || q.count == 0 {
 		return nil, "", err
 	}
-	ls, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, after, q.count+1)
+	ls, more, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, after, q.count)
 	if err != nil {
 		return nil, "", err
 	}
 	next := ""
-	if len(ls) > q.count {
-		ls = ls[:q.count]
+	if more && len(ls) > 0 {
+		// The page ended on its count: another may follow (the last may be empty).
 		next = encodeCursor(kind, q, ls[len(ls)-1].ID)
 	}
 	return ls, next, nil

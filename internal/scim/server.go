@@ -32,7 +32,7 @@ type Store interface {
 	FindByIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ids []string) (map[string]string, error)
 	FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]commands.Lookup, error)
 	ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(commands.Lookup) bool) error
-	PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) ([]commands.Lookup, error)
+	PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) ([]commands.Lookup, bool, error)
 	UserByEmail(ctx context.Context, t commands.Tenant, email string) (username string, ok bool, err error)
 	LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error)
 	LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error)
