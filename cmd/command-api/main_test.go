@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/labstack/echo/v4"
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -103,6 +104,8 @@ type app struct {
 	logs  *syncBuffer
 	db    *dynamodb.Client
 	names dynamo.Names
+	// routes are the routes the service serves.
+	routes []*echo.Route
 
 	cancel   context.CancelFunc
 	done     chan error
@@ -123,6 +126,7 @@ func startApp(t *testing.T, env map[string]string) *app {
 	go func() {
 		a.done <- run(ctx, nil, config.Map(env), io.Discard, hooks{
 			onListen: func(addr string) { listening <- addr },
+			onRoutes: func(rs []*echo.Route) { a.routes = rs },
 			logs:     a.logs,
 		})
 	}()

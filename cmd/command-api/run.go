@@ -65,6 +65,8 @@ Environment:
 // hooks let tests start the real service: learn the bound address (they listen on port 0)
 // and read the logs. The zero value is production.
 type hooks struct {
+	// onRoutes learns every route the service serves.
+	onRoutes func([]*echo.Route)
 	onListen func(addr string)
 	// logs receives the JSON log lines instead of stderr.
 	logs io.Writer
@@ -100,6 +102,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	e, err := newServer(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if h.onRoutes != nil {
+		h.onRoutes(e.Routes())
 	}
 	if lambda {
 		return runLambda(ctx, cfg, log, e)

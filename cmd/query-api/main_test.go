@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/go-jose/go-jose/v4"
+	"github.com/labstack/echo/v4"
 
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -55,6 +56,8 @@ type app struct {
 	url   string
 	names dynamo.Names
 	iss   *issuer
+	// routes are the routes the service serves.
+	routes []*echo.Route
 	// stop ends the service as SIGTERM does and returns what run returned.
 	stop func() error
 }
@@ -98,6 +101,7 @@ func startApp(t *testing.T, o options) *app {
 	go func() {
 		done <- run(ctx, nil, config.Map(env), io.Discard, hooks{
 			onListen:       func(s string) { addr <- s },
+			onRoutes:       func(rs []*echo.Route) { a.routes = rs },
 			minVersionWait: o.minVersionWait,
 			wrapDB:         o.wrapDB,
 		})

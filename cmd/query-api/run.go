@@ -59,6 +59,8 @@ Environment:
 // hooks let tests start the real service: learn the bound address (they listen on port 0),
 // shorten the X-Min-Version wait and see the reads it makes. The zero value is production.
 type hooks struct {
+	// onRoutes learns every route the service serves.
+	onRoutes       func([]*echo.Route)
 	onListen       func(addr string)
 	minVersionWait time.Duration
 	// wrapDB, when set, wraps the DynamoDB client the queries use.
@@ -98,6 +100,9 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, h
 	e, err := newServer(ctx, cfg, log, h)
 	if err != nil {
 		return err
+	}
+	if h.onRoutes != nil {
+		h.onRoutes(e.Routes())
 	}
 	if config.InLambda(env) {
 		lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log})

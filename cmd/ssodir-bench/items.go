@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 )
@@ -101,15 +102,20 @@ func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Valu
 
 // createTransaction is what the command store writes for a create (without an
 // Idempotency-Key, as the bench sends none): the config conditioned on absence, the
-// history record, and the email guard.
+// history record, the email guard and the lookups.
 func createTransaction(table string, u events.User) *dynamodb.TransactWriteItemsInput {
-	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	items := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String(table), Item: userConfig(u), ConditionExpression: aws.String("attribute_not_exists(id)")}},
 		{Put: &types.Put{TableName: aws.String(table), Item: history(userCreated(u)), ConditionExpression: aws.String("attribute_not_exists(sk)")}},
 		{Put: &types.Put{TableName: aws.String(table), Item: emailGuard(u),
 			ConditionExpression:       aws.String("attribute_not_exists(id) OR username = :u"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":u": s(u.Username)}}},
-	}}
+	}
+	// The lookups by id (and external id) that the SCIM port reads, written by every create.
+	for _, l := range commands.UserLookups(u) {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: dynamo.LookupItem(l)}})
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: items}
 }
 
 // updateTransaction is what the command store writes for a profile update that keeps the

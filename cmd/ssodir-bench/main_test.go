@@ -45,7 +45,7 @@ func TestTinyRun(t *testing.T) {
 		"lag 75% load, X-Min-Version, SSO_STREAM_POLL", "lag 75% load, polling, SSO_STREAM_POLL",
 		"GET one user", "list by email", "name prefix", "user's groups", "3-page walk", "projector catch-up", "projector writes", "replay", "keycloak reconcile",
 		"keycloak reconcile of an unchanged", "keycloak reconcile of a", "import users n=40 c=8", "import users n=40 c=8, one of 3 groups",
-		"import users n=40 c=8, all 3 groups", "scim sync", "tenants, 4 idle", "capacity", "erase a user",
+		"import users n=40 c=8, all 3 groups", "scim sync", "scim walk", "tenants, 4 idle", "capacity", "erase a user",
 		"dead-letter reads"}
 	if len(rep.Scenarios) != len(want) {
 		t.Errorf("%d results, want %d", len(rep.Scenarios), len(want))
@@ -76,13 +76,17 @@ func TestTinyRun(t *testing.T) {
 	}
 }
 
-// k is a result's main figure: a rate, for latencies the p99, for capacity a create's.
+// k is a result's main figure: a rate, for latencies the p99, for capacity a create's,
+// for the SCIM walk its last page's items.
 func k(s *result) string {
 	if strings.HasPrefix(s.Name, "erase") {
 		return "wall_s"
 	}
 	if strings.HasPrefix(s.Name, "dead-letter") {
 		return "reads_per_batch"
+	}
+	if strings.HasPrefix(s.Name, "scim walk") {
+		return "items"
 	}
 	for _, key := range []string{"per_s", "p99_ms"} {
 		if _, ok := s.Figures[key]; ok {

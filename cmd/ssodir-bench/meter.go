@@ -36,7 +36,9 @@ type meter struct {
 
 	mu          sync.Mutex
 	read, write float64
-	gsis        map[string][][]string
+	// items counts the items the service's reads returned.
+	items int
+	gsis  map[string][][]string
 }
 
 // capacity is what a meter counted.
@@ -62,6 +64,48 @@ func (m *meter) counted() capacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return capacity{m.read, m.write}
+}
+
+// itemsRead is how many items the service's reads returned so far.
+func (m *meter) itemsRead() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.items
+}
+
+// countItems adds the items a read's answer holds.
+func (m *meter) countItems(op string, answer []byte) {
+	var a struct {
+		Item      map[string]any
+		Items     []any
+		Responses json.RawMessage
+	}
+	if json.Unmarshal(answer, &a) != nil {
+		return
+	}
+	n := len(a.Items)
+	if a.Item != nil {
+		n++
+	}
+	switch op {
+	case "BatchGetItem":
+		var byTable map[string][]any
+		_ = json.Unmarshal(a.Responses, &byTable)
+		for _, items := range byTable {
+			n += len(items)
+		}
+	case "TransactGetItems":
+		var list []struct{ Item map[string]any }
+		_ = json.Unmarshal(a.Responses, &list)
+		for _, it := range list {
+			if it.Item != nil {
+				n++
+			}
+		}
+	}
+	m.mu.Lock()
+	m.items += n
+	m.mu.Unlock()
 }
 
 func (m *meter) add(read, write float64) {
@@ -121,6 +165,12 @@ func (m *meter) account(ctx context.Context, op string, req map[string]any, befo
 			m.add(0, m.transactionUnits(ctx, req, before))
 		}
 		return
+	}
+	if status == http.StatusOK {
+		switch op {
+		case "GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems":
+			m.countItems(op, answer)
+		}
 	}
 	if status != http.StatusOK {
 		if strings.Contains(string(answer), "ConditionalCheckFailed") {

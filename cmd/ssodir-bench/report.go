@@ -190,7 +190,7 @@ func (r *report) writeJSON(path string) error {
 }
 
 // shown are the keys the table prints, in order.
-var shown = []string{"per_s", "p50_ms", "p99_ms", "max_ms", "wall_s", "reads_per_batch"}
+var shown = []string{"per_s", "p50_ms", "p99_ms", "max_ms", "wall_s", "reads_per_batch", "items"}
 
 func describe(m map[string]float64, unit string) string {
 	var parts []string
@@ -204,6 +204,8 @@ func describe(m map[string]float64, unit string) string {
 			parts = append(parts, fmt.Sprintf("%s %s", human(v), unit))
 		case k == "wall_s":
 			parts = append(parts, fmt.Sprintf("%.1f s", v))
+		case k == "items":
+			parts = append(parts, fmt.Sprintf("%s items", human(v)))
 		default:
 			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimSuffix(k, "_ms"), v))
 		}
@@ -228,6 +230,9 @@ func (r *report) writeTable(w io.Writer) {
 		if _, ok := s.Figures[key]; !ok {
 			key = "p99_ms"
 		}
+		if _, ok := s.Figures["items"]; ok {
+			key = "items"
+		}
 		ratio := "–"
 		if v, ok := s.Ratios[key]; ok {
 			ratio = fmt.Sprintf("%.2f (%s)", v, key)
@@ -240,7 +245,7 @@ func (r *report) writeTable(w io.Writer) {
 			}
 			bound := fmt.Sprintf("≥ %.2f", deref(t.Min))
 			if t.Max != nil {
-				bound = fmt.Sprintf("≤ %.0f", *t.Max)
+				bound = fmt.Sprintf("≤ %g", *t.Max)
 			}
 			tgt = fmt.Sprintf("%s %s %s", t.Key, bound, verdict)
 		}

@@ -23,10 +23,23 @@ var (
 const scimBatch = 50
 
 // benchSCIM measures an identity provider's full sync through SCIM against the same sync
-// through the REST API: for every user a lookup by userName (the provider's match) and a
+// through the REST API, then what a full GET /Users walk costs (benchSCIMWalk). The sync: for every user a lookup by userName (the provider's match) and a
 // create; for every group a lookup by name, a create, and its members. Both run with the
 // same concurrency, on one tenant, in turns.
 func benchSCIM(ctx context.Context, b *bench, sc scale) ([]*result, error) {
+	out, err := benchSCIMSync(ctx, b, sc)
+	if err != nil {
+		return nil, err
+	}
+	walk, err := benchSCIMWalk(ctx, b, sc)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, walk), nil
+}
+
+// benchSCIMSync is the full sync of benchSCIM.
+func benchSCIMSync(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 	n, g := scimUsers[sc.Name], scimGroups[sc.Name]
 	e, api, err := apiEnv(ctx, b, sc, true)
 	if err != nil {

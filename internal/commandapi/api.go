@@ -191,12 +191,17 @@ func (r *request) withIdempotency(system, tenant string) error {
 	}
 	r.meta.Idempotency = &commands.Idempotency{
 		Key:      system + "/" + tenant + "/" + r.meta.Actor + "/" + key,
-		Request:  r.fingerprints.Fingerprint(r.c.Request().Method, r.c.Request().URL.EscapedPath(), r.raw),
+		Request:  r.fingerprints.Fingerprint(r.c.Request().Method, canonicalPath(r.c.Request().URL), r.raw),
 		Status:   r.status,
 		Location: r.location,
 	}
 	return nil
 }
+
+// canonicalPath is the request's path as its fingerprint knows it: decoded, then encoded
+// the one way Go does, so that "/users/ann%40example.com" and "/users/ann@example.com" are
+// the same request, as the routes see them (httpapi decodes every path parameter).
+func canonicalPath(u *url.URL) string { return (&url.URL{Path: u.Path}).EscapedPath() }
 
 // idempotencyKey is the request's Idempotency-Key; ok is false when it sent none.
 func idempotencyKey(c echo.Context) (key string, ok bool, err error) {

@@ -37,6 +37,10 @@ func lookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string
 	return map[string]types.AttributeValue{"id": str(pk), "sk": str(id)}
 }
 
+// LookupItem is the item of a lookup pointer, as the command that makes it writes it (the
+// benchmark's raw baseline writes the same).
+func LookupItem(l commands.Lookup) map[string]types.AttributeValue { return lookupItem(l) }
+
 func lookupItem(l commands.Lookup) map[string]types.AttributeValue {
 	it := lookupKey(l.Kind, l.By, l.Value, l.ID)
 	it["key"] = str(l.Key)
@@ -152,4 +156,48 @@ func (s *CommandStore) LoadGroups(ctx context.Context, t commands.Tenant, keys [
 // LookupKey is the key of a lookup item (an erasure removes those of every incarnation).
 func LookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string) map[string]types.AttributeValue {
 	return lookupKey(kind, by, value, id)
+}
+
+// PageIDs is one page of the live users (or groups) in the order of their ids: at most n
+// of them after `after` ("" for the start), read strongly consistently with Queries of at
+// most n items in all, continued from `after` as the ExclusiveStartKey; more reports that
+// the page ended on its limit, so that another may follow (it may be empty). The order is
+// the ids', which never change; a user created meanwhile falls into its place and shifts
+// nothing.
+func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) (page []commands.Lookup, more bool, err error) {
+	if n <= 0 {
+		return nil, false, nil
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table(t)),
+		KeyConditionExpression:    aws.String("id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(idsPrefix + string(kind))},
+		ExpressionAttributeNames:  map[string]string{"#k": "key"},
+		ProjectionExpression:      aws.String("sk, #k"),
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(n)),
+	}
+	if after != "" {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{"id": str(idsPrefix + string(kind)), "sk": str(after)}
+	}
+	out := make([]commands.Lookup, 0, n)
+	// A Query ends at its limit or at 1 MB; one that ends short of n is continued.
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, false, fmt.Errorf("page %s ids: %w", kind, notFoundTenant(err))
+		}
+		for _, it := range res.Items {
+			id := getS(it, "sk")
+			out = append(out, commands.Lookup{Kind: kind, By: commands.LookupByID, Value: id, ID: id, Key: getS(it, "key")})
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, false, nil
+		}
+		if len(out) >= n {
+			return out, true, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+		in.Limit = aws.Int32(int32(n - len(out)))
+	}
 }

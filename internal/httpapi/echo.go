@@ -40,7 +40,8 @@ const routeUnmatched = "unmatched"
 
 // NewEcho returns an echo instance with the middleware every service needs, in this order:
 // request id, access log and metrics (outermost, so they see the final status), panic
-// recovery, CORS, body limit.
+// recovery, CORS, body limit, and the decoding of path parameters (which runs after
+// routing: echo runs e.Use middleware after routing).
 func NewEcho(opts Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
@@ -61,7 +62,7 @@ func NewEcho(opts Options) *echo.Echo {
 			MaxAge: int((10 * time.Minute).Seconds()),
 		}))
 	}
-	e.Use(limitBody)
+	e.Use(limitBody, decodePathParams)
 	return e
 }
 

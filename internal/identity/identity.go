@@ -16,35 +16,60 @@ import (
 
 // Limits of API.md's "Objects".
 const (
-	MaxUsername  = 128
+	// MaxUsername is in characters (Keycloak's limit).
+	MaxUsername  = 255
 	MaxGroupName = 128
 	MaxEmail     = 254
+	// MaxUsernameBytes bounds a username's UTF-8 encoding so that every key that embeds
+	// one stays within DynamoDB's limits (a sort key holds at most 1,024 bytes:
+	// "member#<username>", "<updated_at>#<username>", "<last name>\x01<username>" with a
+	// 255-byte name): 255 characters of the Basic Multilingual Plane, which holds every
+	// script's letters, always fit; 255 emoji do not.
+	MaxUsernameBytes = 3 * MaxUsername
 )
 
 // Messages for a field that breaks a rule, shared so both sides say the same.
 const (
 	IDRule       = "must match ^[a-z0-9][a-z0-9-]{0,31}$"
-	UsernameRule = "must be 1–128 characters of a-z, 0-9, '.', '_', '@', '-'"
+	UsernameRule = "must be 1–255 characters (at most 765 bytes in UTF-8), none of them whitespace, " +
+		"a control character or one of < > & \" ' $ % ! # ? § , ; : * ~ / \\ | ^ = [ ] { } ( ) `"
 )
 
-var (
-	idRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	usernameRE = regexp.MustCompile(`^[a-z0-9._@-]{1,128}$`)
-)
+var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 
 // ValidID reports whether s is a valid system or tenant id.
 func ValidID(s string) bool { return idRE.MatchString(s) }
 
+// usernameProhibited are the characters Keycloak's username-prohibited-characters rule
+// refuses besides whitespace and control characters. '#' and '/' among them keep every
+// key layout that embeds a username ("user#<username>", "group#<key>/…") unambiguous.
+const usernameProhibited = "<>&\"'$%!#?§,;:*~/\\|^=[]{}()`"
+
 // NormalizeUsername lower-cases a username (as Keycloak does) and reports whether the
-// result is 1–128 characters of [a-z0-9._@-].
+// result is a username by API.md's rule, which is Keycloak's own: 1–255 characters, none
+// of them whitespace, a control character or one of usernameProhibited; and at most
+// MaxUsernameBytes of UTF-8. REST, SCIM, the import and the Go client all decide by it.
 func NormalizeUsername(s string) (string, bool) {
-	// A rune lower-cases to at most 4 bytes of ASCII-or-not; anything longer cannot pass,
-	// and is not worth lower-casing.
-	if len(s) > 4*MaxUsername {
+	// A rune lower-cases to at most 4 bytes; anything longer cannot pass, and is not worth
+	// lower-casing.
+	if len(s) > 4*MaxUsername || !utf8.ValidString(s) {
 		return "", false
 	}
 	u := strings.ToLower(s)
-	return u, usernameRE.MatchString(u)
+	return u, validUsername(u)
+}
+
+// validUsername reports whether u, already lower-cased, is a valid username.
+func validUsername(u string) bool {
+	if u == "" || len(u) > MaxUsernameBytes || utf8.RuneCountInString(u) > MaxUsername || !utf8.ValidString(u) {
+		return false
+	}
+	for _, r := range u {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError || strings.ContainsRune(usernameProhibited, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // GroupKey is a group name's identity: its lower-cased form.

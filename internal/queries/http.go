@@ -2,12 +2,10 @@ package queries
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/httpapi"
 )
 
@@ -47,10 +45,7 @@ func (h *Handlers) erasure(c echo.Context) error {
 	if err := noQuery(c); err != nil {
 		return err
 	}
-	id, ok := param(c, "erasure_id")
-	if !ok {
-		return apperr.NotFound("erasure")
-	}
+	id := c.Param("erasure_id")
 	system, tenant := tenantOf(c)
 	e, err := h.svc.Erasure(c.Request().Context(), system, tenant, id)
 	if err != nil {
@@ -59,23 +54,11 @@ func (h *Handlers) erasure(c echo.Context) error {
 	return c.JSON(http.StatusOK, e)
 }
 
-// param is a path parameter, unescaped. echo leaves parameters escaped when the request's
-// path has a raw form (e.g. an encoded '/'), and decoded otherwise.
-func param(c echo.Context, name string) (string, bool) {
-	v := c.Param(name)
-	if c.Request().URL.RawPath == "" {
-		return v, true
-	}
-	u, err := url.PathUnescape(v)
-	return u, err == nil
-}
-
 // tenantOf is the request's system and tenant. Ids that cannot exist are answered 404 by
-// the service, like any unknown tenant.
+// the service, like any unknown tenant. httpapi has decoded every path parameter before
+// a handler runs.
 func tenantOf(c echo.Context) (system, tenant string) {
-	system, _ = param(c, "system")
-	tenant, _ = param(c, "tenant")
-	return system, tenant
+	return c.Param("system"), c.Param("tenant")
 }
 
 // noQuery refuses query parameters on routes that take none.
@@ -103,7 +86,7 @@ func (h *Handlers) tenantList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	system, _ := param(c, "system")
+	system := c.Param("system")
 	page, err := h.svc.Tenants(c.Request().Context(), system, p, httpapi.PrincipalFrom(c).AllowsTenant)
 	if err != nil {
 		return err
@@ -119,10 +102,7 @@ func (h *Handlers) user(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	username, ok := param(c, "username")
-	if !ok {
-		return apperr.NotFound("user")
-	}
+	username := c.Param("username")
 	system, tenant := tenantOf(c)
 	u, err := h.svc.User(c.Request().Context(), system, tenant, username, minVersion)
 	if err != nil {
@@ -140,10 +120,7 @@ func (h *Handlers) group(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	name, ok := param(c, "name")
-	if !ok {
-		return apperr.NotFound("group")
-	}
+	name := c.Param("name")
 	system, tenant := tenantOf(c)
 	g, err := h.svc.Group(c.Request().Context(), system, tenant, name, minVersion)
 	if err != nil {
@@ -175,10 +152,7 @@ func (h *Handlers) userGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	username, ok := param(c, "username")
-	if !ok {
-		return apperr.NotFound("user")
-	}
+	username := c.Param("username")
 	system, tenant := tenantOf(c)
 	page, err := h.svc.UserGroups(c.Request().Context(), system, tenant, username, p)
 	if err != nil {
@@ -205,10 +179,7 @@ func (h *Handlers) groupMembers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	name, ok := param(c, "name")
-	if !ok {
-		return apperr.NotFound("group")
-	}
+	name := c.Param("name")
 	system, tenant := tenantOf(c)
 	page, err := h.svc.GroupMembers(c.Request().Context(), system, tenant, name, p)
 	if err != nil {

@@ -57,7 +57,7 @@ func (s *server) renderLoaded(cl *call, g events.Group, proj projection) (map[st
 			return nil, err
 		}
 	}
-	return renderGroup(g, ms, with, cl.base), nil
+	return renderGroup(g, ms, with && s.newMemberBudget().take(len(ms)), cl.base), nil
 }
 
 // usernames resolves members' SCIM ids to usernames; an id that is no live user is an

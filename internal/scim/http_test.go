@@ -446,9 +446,8 @@ func TestBackfillLookups(t *testing.T) {
 	}
 }
 
-// TestABadTokenWritesNothing: the token's check runs beside the request's reads, but no
-// write and no answer comes before it: a revoked or forged token changes nothing and
-// learns nothing but 401.
+// TestABadTokenWritesNothing: the token is checked before anything else happens: a
+// revoked or forged token changes nothing and learns nothing but 401.
 func TestABadTokenWritesNothing(t *testing.T) {
 	s := newService(t)
 	id := s.createUser("kept", "kept@example.com")

@@ -34,6 +34,8 @@ type listQuery struct {
 	// cursor is nil for index paging; "" asks for the first page by cursor.
 	cursor *string
 	proj   projection
+	// scope is the tenant the list is of: a cursor is good only for its own tenant.
+	scope string
 }
 
 func projectionOf(cl *call) (projection, error) {
@@ -128,7 +130,7 @@ type cursorState struct {
 }
 
 func listFingerprint(kind events.AggregateKind, q listQuery) string {
-	h := sha256.Sum256([]byte(string(kind) + "\n" + q.filterText))
+	h := sha256.Sum256([]byte(q.scope + "\n" + string(kind) + "\n" + q.filterText))
 	return hex.EncodeToString(h[:6])
 }
 
@@ -180,9 +182,14 @@ func page[T any](kind events.AggregateKind, q listQuery, all []T, id func(T) str
 	return out, next, nil
 }
 
+// writeList answers a list; a total below 0 is not known (a cursor page of an unfiltered
+// list, which reads only its page) and is left out.
 func (cl *call) writeList(q listQuery, total int, resources []any, next string) error {
-	body := map[string]any{"schemas": []string{URNListResponse}, "totalResults": total,
+	body := map[string]any{"schemas": []string{URNListResponse},
 		"itemsPerPage": len(resources), "Resources": resources}
+	if total >= 0 {
+		body["totalResults"] = total
+	}
 	if q.cursor == nil {
 		body["startIndex"] = q.startIndex
 	} else if next != "" {
@@ -200,9 +207,16 @@ func (s *server) listUsers(cl *call) error {
 }
 
 func (s *server) listUsersWith(cl *call, q listQuery) error {
+	q.scope = cl.tenant.System + "/" + cl.tenant.ID
+	if q.filter == nil && q.cursor != nil {
+		return s.usersByCursor(cl, q)
+	}
 	keys, indexed, err := s.userCandidates(cl, q.filter)
 	if err != nil {
 		return err
+	}
+	if !indexed && q.filter != nil {
+		return s.scanUsers(cl, q)
 	}
 	var ptrs []commands.Lookup
 	if !indexed {
@@ -227,9 +241,6 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 			}
 		}
 		return cl.writeList(q, len(ptrs), out, next)
-	}
-	if !indexed {
-		keys = keysOf(ptrs)
 	}
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var found []events.User
@@ -384,16 +395,22 @@ type groupHit struct {
 }
 
 func (s *server) listGroupsWith(cl *call, q listQuery) error {
+	q.scope = cl.tenant.System + "/" + cl.tenant.ID
+	if q.filter == nil && q.cursor != nil {
+		return s.groupsByCursor(cl, q)
+	}
 	keys, indexed, err := s.groupCandidates(cl, q.filter)
 	if err != nil {
 		return err
+	}
+	if !indexed && q.filter != nil {
+		return s.scanGroups(cl, q)
 	}
 	var ptrs []commands.Lookup
 	if !indexed {
 		if ptrs, err = s.allIDs(cl, events.KindGroup); err != nil {
 			return err
 		}
-		keys = keysOf(ptrs)
 	}
 	withMembers := q.proj.wants("members")
 	filterMembers := mentions(q.filter, "members")
@@ -437,6 +454,7 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 		return err
 	}
 	out := make([]any, 0, len(pg))
+	budget := s.newMemberBudget()
 	for _, h := range pg {
 		ms := h.members
 		if withMembers && !filterMembers {
@@ -444,7 +462,7 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 				return err
 			}
 		}
-		out = append(out, q.proj.apply(renderGroup(h.g, ms, withMembers, cl.base)))
+		out = append(out, q.proj.apply(renderGroup(h.g, ms, withMembers && budget.take(len(ms)), cl.base)))
 	}
 	return cl.writeList(q, len(found), out, next)
 }
@@ -456,6 +474,7 @@ func (s *server) renderGroups(cl *call, keys []string, withMembers bool, proj pr
 		return nil, err
 	}
 	out := make([]any, 0, len(keys))
+	budget := s.newMemberBudget()
 	for _, k := range keys {
 		g, ok := groups[k]
 		if !ok || !g.Live() {
@@ -467,7 +486,7 @@ func (s *server) renderGroups(cl *call, keys []string, withMembers bool, proj pr
 				return nil, err
 			}
 		}
-		out = append(out, proj.apply(renderGroup(g.State, ms, withMembers, cl.base)))
+		out = append(out, proj.apply(renderGroup(g.State, ms, withMembers && budget.take(len(ms)), cl.base)))
 	}
 	return out, nil
 }

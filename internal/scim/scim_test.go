@@ -44,14 +44,26 @@ type service struct {
 	token string // a SCIM token of the tenant
 	store *dynamo.CommandStore
 	names dynamo.Names
-	iss   *authtest.Issuer
+	// db counts the service's DynamoDB calls.
+	db  *dbCount
+	iss *authtest.Issuer
 }
 
 func newService(t *testing.T) *service {
 	t.Helper()
+	return newServiceWith(t, scim.Limits{})
+}
+
+// newServiceWith is newService with the SCIM port's limits set.
+func newServiceWith(t *testing.T, limits scim.Limits) *service {
+	t.Helper()
 	ctx := context.Background()
 	local := dynamotest.Current(t)
-	db := local.DynamoDB()
+	count := newDBCount()
+	db := dynamodb.NewFromConfig(local.AWSConfig(), func(o *dynamodb.Options) {
+		o.DisableValidateResponseChecksum = true
+		o.APIOptions = append(o.APIOptions, count.register)
+	})
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("scim")}
 	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)
@@ -78,10 +90,10 @@ func newService(t *testing.T) *service {
 	commandapi.Register(e, commandapi.Deps{Auth: authn, Store: store, Tenants: tenants, TenantGate: gate, Secrets: box,
 		Clock: time.Now, Fingerprints: fingerprints, ScimTokens: tokens, ScimTokenHasher: hasher})
 	scim.Register(e, scim.Deps{Auth: authn, ScimTokens: auth.ScimTokens{Hasher: hasher, Store: tokens, Now: time.Now},
-		Store: store, Secrets: box, Gate: gate, Clock: time.Now})
+		Store: store, Secrets: box, Gate: gate, Clock: time.Now, Limits: limits})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss}
+	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss, db: count}
 	tenant := dynamotest.UniqueName("t")
 	r := s.do(adminToken, "POST", srv.URL+"/v1/systems/acme/tenants", `{"tenant_id":"`+tenant+`"}`, "Content-Type", "application/json")
 	r.want(t, 201)

@@ -32,6 +32,7 @@ type Store interface {
 	FindByIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ids []string) (map[string]string, error)
 	FindByExternalID(ctx context.Context, t commands.Tenant, kind events.AggregateKind, ext string) ([]commands.Lookup, error)
 	ListIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, fn func(commands.Lookup) bool) error
+	PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) ([]commands.Lookup, bool, error)
 	UserByEmail(ctx context.Context, t commands.Tenant, email string) (username string, ok bool, err error)
 	LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error)
 	LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error)
@@ -48,6 +49,14 @@ type Deps struct {
 	Gate  *commands.TenantGate
 	Clock commands.Clock
 	Log   *zap.Logger
+	// Limits, when not zero, replace MaxFilterScan and MaxInlineMembers (tests).
+	Limits Limits
+}
+
+// Limits bound what one SCIM request may read and answer.
+type Limits struct {
+	FilterScan    int
+	InlineMembers int
 }
 
 type server struct {
@@ -55,6 +64,7 @@ type server struct {
 	tokens auth.ScimTokens
 	store  Store
 	gate   *commands.TenantGate
+	limits Limits
 
 	createUser     commands.CreateUserHandler
 	updateUser     commands.UpdateUserHandler
@@ -76,9 +86,15 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Auth == nil || d.ScimTokens.Store == nil || d.ScimTokens.Hasher == nil || d.Store == nil || d.Secrets == nil || d.Gate == nil || d.Clock == nil {
 		panic("scim: every dependency but Log is required")
 	}
-	cd := commands.Deps{Store: guardedStore{d.Store}, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
+	if d.Limits.FilterScan <= 0 {
+		d.Limits.FilterScan = MaxFilterScan
+	}
+	if d.Limits.InlineMembers <= 0 {
+		d.Limits.InlineMembers = MaxInlineMembers
+	}
+	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
 	s := &server{
-		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate,
+		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate, limits: d.Limits,
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
 		updateUser:     commands.NewUpdateUserHandler(cd),
 		renameUser:     commands.NewRenameUserHandler(cd),
@@ -111,9 +127,6 @@ func Register(e *echo.Echo, d Deps) {
 }
 
 func notFound(c echo.Context) error {
-	if err := awaitAuth(c.Request().Context()); err != nil {
-		return err
-	}
 	return apperr.NotFound("SCIM endpoint")
 }
 
@@ -131,9 +144,6 @@ func (s *server) dispatch(handlers map[string]func(*call) error) echo.HandlerFun
 	return func(c echo.Context) error {
 		h, ok := handlers[c.Request().Method]
 		if !ok {
-			if err := awaitAuth(c.Request().Context()); err != nil {
-				return err
-			}
 			var allow []string
 			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 				if _, ok := handlers[m]; ok {
@@ -151,14 +161,7 @@ func (s *server) dispatch(handlers map[string]func(*call) error) echo.HandlerFun
 		}
 		cl := &call{c: c, ctx: c.Request().Context(), tenant: t, who: principalOf(c),
 			base: scheme + "://" + c.Request().Host + "/scim/v2/" + t.System + "/" + t.ID}
-		if err := h(cl); err != nil {
-			// A request whose token fails gets 401, whatever else went wrong.
-			if authErr := awaitAuth(cl.ctx); authErr != nil {
-				return authErr
-			}
-			return err
-		}
-		return nil
+		return h(cl)
 	}
 }
 
@@ -182,13 +185,12 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		var p auth.Principal
-		if id, ok := scimtoken.ID(token); ok {
-			// The token's check runs beside the request's first reads (authgate.go).
-			p = auth.ScimTokenPrincipal(system, tenant, id)
-			ctx := startCheck(c.Request().Context(), func(ctx context.Context) (auth.Principal, error) {
-				return s.tokens.Authenticate(ctx, system, tenant, token)
-			})
-			c.SetRequest(c.Request().WithContext(ctx))
+		if _, ok := scimtoken.ID(token); ok {
+			// Checked before anything else is read: a request with a bad token costs the
+			// read of its own row and learns nothing but 401.
+			if p, err = s.tokens.Authenticate(c.Request().Context(), system, tenant, token); err != nil {
+				return err
+			}
 		} else if scimtoken.Is(token) {
 			return apperr.Unauthenticated("invalid SCIM token")
 		} else {
@@ -271,12 +273,8 @@ func (cl *call) readDoc() (map[string]any, []byte, error) {
 	return m, data, nil
 }
 
-// write answers with a resource (or a list) as application/scim+json, once the token
-// check passed.
+// write answers with a resource (or a list) as application/scim+json.
 func (cl *call) write(status int, v any) error {
-	if err := awaitAuth(cl.ctx); err != nil {
-		return err
-	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode SCIM answer: %w", err)
@@ -286,11 +284,12 @@ func (cl *call) write(status int, v any) error {
 
 // writeResource answers with a resource, its ETag, and for a create its Location.
 func (cl *call) writeResource(status int, res map[string]any, version int64, proj projection) error {
-	if err := awaitAuth(cl.ctx); err != nil {
-		return err
-	}
 	h := cl.c.Response().Header()
 	h.Set("ETag", etag(version))
+	if cl.c.Request().Method == http.MethodGet && noneMatch(cl.c.Request().Header.Values("If-None-Match"), version) {
+		// RFC 7644 3.14: the client's copy is current.
+		return cl.c.NoContent(http.StatusNotModified)
+	}
 	if status == http.StatusCreated {
 		if m, ok := res["meta"].(map[string]any); ok {
 			h.Set(echo.HeaderLocation, m["location"].(string))
@@ -299,12 +298,22 @@ func (cl *call) writeResource(status int, res map[string]any, version int64, pro
 	return cl.write(status, proj.apply(res))
 }
 
-// noContent answers 204 (with the resource's ETag when version > 0), once the token check
-// passed.
-func (cl *call) noContent(version int64) error {
-	if err := awaitAuth(cl.ctx); err != nil {
-		return err
+// noneMatch reports whether an If-None-Match header names the resource's version (or is
+// "*"), weakly compared: a GET then answers 304.
+func noneMatch(headers []string, version int64) bool {
+	for _, h := range headers {
+		for _, tag := range strings.Split(h, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == strings.TrimPrefix(etag(version), "W/") {
+				return true
+			}
+		}
 	}
+	return false
+}
+
+// noContent answers 204 (with the resource's ETag when version > 0).
+func (cl *call) noContent(version int64) error {
 	if version > 0 {
 		cl.c.Response().Header().Set("ETag", etag(version))
 	}

@@ -439,7 +439,8 @@ function tenantsPage() {
 function userName(u) { return [u.first_name, u.last_name].filter(Boolean).join(' ') || u.username; }
 function status(active) { return h('span', { class: `badge ${active ? 'ok' : 'off'}` }, active ? 'Active' : 'Inactive'); }
 
-const USERNAME = /^[a-z0-9._@-]{1,128}$/;
+// API.md's (Keycloak's) username rule; the server also bounds its UTF-8 length.
+const USERNAME = /^[^\s\p{Cc}<>&"'$%!#?§,;:*~\/\\|^=[\]{}()`]{1,255}$/u;
 const startsWith = (v, p) => (v || '').toLowerCase().startsWith(p);
 
 // userSources are the lists one search reads, in the order they are shown. The default,
@@ -761,7 +762,7 @@ function bulkActions(t, getList, signal) {
 
 function userFields(u = {}, creating = false) {
   return [
-    creating ? field('Username', h('input', { name: 'username', required: true, autocomplete: 'off', maxlength: 128 }), 'Letters a–z, digits and . _ @ -; stored lower-cased.') : null,
+    creating ? field('Username', h('input', { name: 'username', required: true, autocomplete: 'off', maxlength: 255 }), 'Up to 255 characters, e.g. an email address; no spaces or < > & " \' $ % ! # ? § , ; : * ~ / \\ | ^ = [ ] { } ( ) `; stored lower-cased.') : null,
     field('Email', h('input', { name: 'email', type: 'email', value: u.email || '', required: true, autocomplete: 'off' })),
     field('First name', h('input', { name: 'first_name', value: u.first_name || '', autocomplete: 'off' })),
     field('Last name', h('input', { name: 'last_name', value: u.last_name || '', autocomplete: 'off' })),

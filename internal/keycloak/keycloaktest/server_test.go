@@ -447,3 +447,34 @@ func TestRequestLogClearedWhileRequestsAreInFlight(t *testing.T) {
 		t.Fatalf("log after the clear: %+v, want only GET /users answered 200", log)
 	}
 }
+
+// TestUsernamesAsKeycloakAcceptsThem: the double takes every username Keycloak's default
+// user profile takes (an email, a plus, letters beyond ASCII, 255 characters) and refuses
+// what it refuses, as Keycloak answers.
+func TestUsernamesAsKeycloakAcceptsThem(t *testing.T) {
+	r := newRaw(t, Config{})
+	for _, tt := range []struct {
+		name, username string
+		want           int
+		message        string
+	}{
+		{"a plus-addressed email", "Ann+EU@example.com", 201, ""},
+		{"letters beyond ASCII", "Jörg", 201, ""},
+		{"255 characters", strings.Repeat("a", 255), 201, ""},
+		{"256 characters", strings.Repeat("b", 256), 400, "error-invalid-length"},
+		{"a '#'", "a#b", 400, "error-username-invalid-character"},
+		{"a '/'", "a/b", 400, "error-username-invalid-character"},
+		{"a space inside", "a b", 400, "error-username-invalid-character"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"username": tt.username, "enabled": true})
+			status, _, out := r.do("POST", "/users", string(body))
+			if status != tt.want || !strings.Contains(string(out), tt.message) {
+				t.Fatalf("status %d %s, want %d %s", status, out, tt.want, tt.message)
+			}
+			if _, ok := r.s.UserByUsername(testRealm, strings.ToLower(tt.username)); ok != (tt.want == 201) {
+				t.Fatalf("stored: %v", ok)
+			}
+		})
+	}
+}

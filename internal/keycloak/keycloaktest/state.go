@@ -172,6 +172,9 @@ func (r *realm) createUser(f userFields, created int64) (*user, *apiError) {
 		return nil, &apiError{http.StatusBadRequest, map[string]any{
 			"field": "username", "errorMessage": "error-user-attribute-required", "params": []string{"username"}}}
 	}
+	if err := usernameProblem(username); err != nil {
+		return nil, err
+	}
 	email := lower(f.email)
 	if email != "" && !validEmail(email) {
 		return nil, &apiError{http.StatusBadRequest, map[string]any{
