@@ -210,6 +210,17 @@ func (p *provisioner) resumeEvery(every time.Duration) {
 func (p *provisioner) resume() {
 	ctx, cancel := context.WithTimeout(p.ctx, time.Minute)
 	defer cancel()
+	if c, ok := p.tenants.(interface {
+		CountTables(context.Context) (int, error)
+	}); ok {
+		if n, err := c.CountTables(ctx); err != nil {
+			if p.ctx.Err() == nil {
+				p.log.Warn("could not count the stage's tables", zap.Error(err))
+			}
+		} else {
+			p.log.Info(commands.StageTablesMessage, zap.Int("tables", n))
+		}
+	}
 	recs, err := p.tenants.ProvisioningTenants(ctx)
 	if err != nil {
 		if p.ctx.Err() == nil {
