@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 )
@@ -30,7 +31,9 @@ const concurrentCreationLimit = 250
 // controlPlane stands between a command API and DynamoDB Local and plays DynamoDB's
 // control plane for the tenants' tables, which AWS rate limits make impossible to run
 // here: a table stays CREATING until it has been described once (its creator's waiter
-// polls it), and a CreateTable while limit tables are CREATING is refused with
+// polls it) and, while the test holds the control plane, for as long as it holds it (so
+// that a burst meets the limit whatever the machine's speed); a CreateTable while limit
+// tables are CREATING is refused with
 // LimitExceededException, with the message AWS gives for concurrent operations. The
 // tenants' tables exist only here (so that a burst of a thousand tenants stays quick);
 // every other call, the tenant rows in `{p}_Config` among them, goes to DynamoDB Local.
@@ -42,6 +45,7 @@ type controlPlane struct {
 
 	mu        sync.Mutex
 	tables    map[string]string // name → TableStatus
+	holding   bool
 	creating  int
 	peak      int
 	refusals  int
@@ -115,7 +119,7 @@ func (c *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		answer(http.StatusOK, map[string]any{"Table": map[string]any{"TableName": in.TableName, "TableStatus": status,
 			"LatestStreamArn": "arn:aws:dynamodb:eu-west-1:000000000000:table/" + in.TableName + "/stream/2026-01-01T00:00:00.000"}})
-		if status == "CREATING" {
+		if status == "CREATING" && !c.holding {
 			c.tables[in.TableName] = "ACTIVE"
 			c.creating--
 		}
@@ -126,6 +130,12 @@ func (c *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.deletions++
 		fault("ValidationException", "the test's control plane does not do "+op)
 	}
+}
+
+func (c *controlPlane) hold(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = on
 }
 
 // activeTenants counts the tenants of the system that are active in `{p}_Config`, and
@@ -164,6 +174,8 @@ func TestOnboardingBurstPastTheConcurrentCreationLimitFinishesEveryTenant(t *tes
 	env["AWS_ENDPOINT_URL_DYNAMODB"] = cp.srv.URL
 	a := startApp(t, env)
 
+	// No table is made until every tenant has been answered: the burst meets the limit.
+	cp.hold(true)
 	// All asked for at once, by as many clients as a burst of onboarding would bring (a
 	// hundred connections: a thousand at once only measures the test machine's sockets).
 	var wg sync.WaitGroup
@@ -184,6 +196,7 @@ func TestOnboardingBurstPastTheConcurrentCreationLimitFinishesEveryTenant(t *tes
 			t.Fatalf("tenant %d answered %s", i, r)
 		}
 	}
+	cp.hold(false)
 
 	ctx := context.Background()
 	deadline := time.Now().Add(5 * time.Minute)
@@ -213,5 +226,70 @@ func TestOnboardingBurstPastTheConcurrentCreationLimitFinishesEveryTenant(t *tes
 	}
 	if cp.peak > concurrentCreationLimit {
 		t.Errorf("%d tables creating at once, past the limit %d", cp.peak, concurrentCreationLimit)
+	}
+}
+
+// Lambda mode's resume-provisioning task: tenants left provisioning by a burst past the
+// concurrent-creation limit are finished side by side, round after round, each round
+// ending before its invocation's deadline; none is undone.
+func TestResumeProvisioningFinishesABurstSideBySideWithinDeadlines(t *testing.T) {
+	const n = 300
+	ctx := context.Background()
+	names := dynamo.Names{Prefix: dynamotest.UniqueName("capi")}
+	local := dynamotest.Current(t)
+	if err := dynamo.EnsureSharedTables(ctx, local.DynamoDB(), names, dynamo.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	cp := newControlPlane(t, names.Prefix, concurrentCreationLimit)
+	db := dynamodb.NewFromConfig(local.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(cp.srv.URL) })
+	tenants := dynamo.NewTenantStore(db, names)
+	h := commands.NewProvisionTenantHandler(tenants, nil, time.Now)
+
+	// The invocations that answered 202: rows written, tables asked for, nothing made yet.
+	cp.hold(true)
+	for i := range n {
+		rec, _, err := h.Start(ctx, commands.ProvisionTenant{System: "burst", Tenant: fmt.Sprintf("t%04d", i)})
+		if err != nil {
+			t.Fatalf("tenant %d: %v", i, err)
+		}
+		if rec.Status != commands.TenantProvisioning {
+			t.Fatalf("tenant %d is %q, want provisioning", i, rec.Status)
+		}
+	}
+	cp.hold(false)
+
+	for round := 0; ; round++ {
+		recs, err := tenants.ProvisioningTenants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		if round == 100 {
+			t.Fatalf("%d tenants still provisioning after %d rounds", len(recs), round)
+		}
+		// An invocation of a few seconds, as the scheduled task's deadline would give.
+		invocation, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = h.FinishPending(invocation, recs, commands.FinishPendingOptions{Concurrency: 32, Reserve: time.Second})
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	active, other, err := activeTenants(ctx, local.DynamoDB(), names, "burst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if active != n || other != 0 {
+		t.Fatalf("%d tenants active and %d not, want %d active", active, other, n)
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.refusals == 0 {
+		t.Fatal("the burst never reached the concurrent-creation limit: the test proves nothing")
+	}
+	if cp.deletions != 0 {
+		t.Errorf("%d tables deleted or otherwise touched: a provisioning was undone", cp.deletions)
 	}
 }
