@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"time"
 
@@ -46,19 +44,26 @@ func runLambda(ctx context.Context, cfg config.CommandAPI, log *zap.Logger, e *e
 	provision := commands.NewProvisionTenantHandler(tenants, box, time.Now)
 	maps.Copy(tasks, map[string]func(context.Context) error{
 		"resume-provisioning": func(ctx context.Context) error {
+			if n, err := tenants.CountTables(ctx); err != nil {
+				log.Warn("could not count the stage's tables", zap.Error(err))
+			} else {
+				log.Info(commands.StageTablesMessage, zap.Int("tables", n))
+			}
 			recs, err := tenants.ProvisioningTenants(ctx)
 			if err != nil {
 				return err
 			}
-			var failed []error
-			for _, rec := range recs {
-				if _, err := provision.Finish(ctx, rec); err != nil {
-					failed = append(failed, fmt.Errorf("%s/%s: %w", rec.System, rec.ID, err))
-					continue
-				}
-				log.Info("tenant provisioned", zap.String("system", rec.System), zap.String("tenant", rec.ID))
+			// Side by side, paced by DynamoDB's limit on concurrent creations, and ending
+			// before the invocation's deadline: what is left is finished a minute later.
+			res, err := provision.FinishPending(ctx, recs, commands.FinishPendingOptions{
+				OnFinished: func(rec commands.TenantRecord) {
+					log.Info("tenant provisioned", zap.String("system", rec.System), zap.String("tenant", rec.ID))
+				},
+			})
+			if res.Left > 0 {
+				log.Info("tenants left provisioning for the next round", zap.Int("finished", res.Finished), zap.Int("left", res.Left))
 			}
-			return errors.Join(failed...)
+			return err
 		},
 	})
 	lambdafn.Start(&lambdafn.Function{HTTP: e, Log: log, Tasks: tasks})

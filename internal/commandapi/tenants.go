@@ -87,7 +87,15 @@ type provisioner struct {
 	running map[string]*finishing
 	// gate remembers the tenants seen active.
 	gate *commands.TenantGate
+	// slots bound the background provisionings that run side by side: a burst of
+	// onboarding queues here rather than polling DynamoDB all at once.
+	slots chan struct{}
 }
+
+// backgroundConcurrency is how many tenants one process finishes side by side: with 3
+// tables each, below DynamoDB's 250 concurrent creations of tables with indexes (a process
+// past it is only told to ask again later).
+const backgroundConcurrency = 64
 
 type finishing struct {
 	done chan struct{}
@@ -107,6 +115,7 @@ func newProvisioner(d Deps) *provisioner {
 	p := &provisioner{
 		h: commands.NewProvisionTenantHandler(d.Tenants, d.Secrets, d.Clock), tenants: d.Tenants,
 		ctx: d.Context, wait: d.ProvisionWait, log: d.Log, running: map[string]*finishing{}, gate: d.TenantGate,
+		slots: make(chan struct{}, backgroundConcurrency),
 	}
 	if p.gate == nil {
 		p.gate = commands.NewTenantGate(d.Tenants)
@@ -174,9 +183,15 @@ func (p *provisioner) finish(rec commands.TenantRecord) *finishing {
 	f := &finishing{done: make(chan struct{})}
 	p.running[key] = f
 	go func() {
-		ctx, cancel := context.WithTimeout(p.ctx, backgroundLimit)
-		defer cancel()
-		f.rec, f.err = p.h.Finish(ctx, rec)
+		select {
+		case p.slots <- struct{}{}:
+			defer func() { <-p.slots }()
+			ctx, cancel := context.WithTimeout(p.ctx, backgroundLimit)
+			defer cancel()
+			f.rec, f.err = p.h.Finish(ctx, rec)
+		case <-p.ctx.Done():
+			f.rec, f.err = rec, p.ctx.Err()
+		}
 		switch {
 		case f.err == nil:
 			p.gate.MarkActive(commands.Tenant{System: rec.System, ID: rec.ID})
@@ -210,6 +225,17 @@ func (p *provisioner) resumeEvery(every time.Duration) {
 func (p *provisioner) resume() {
 	ctx, cancel := context.WithTimeout(p.ctx, time.Minute)
 	defer cancel()
+	if c, ok := p.tenants.(interface {
+		CountTables(context.Context) (int, error)
+	}); ok {
+		if n, err := c.CountTables(ctx); err != nil {
+			if p.ctx.Err() == nil {
+				p.log.Warn("could not count the stage's tables", zap.Error(err))
+			}
+		} else {
+			p.log.Info(commands.StageTablesMessage, zap.Int("tables", n))
+		}
+	}
 	recs, err := p.tenants.ProvisioningTenants(ctx)
 	if err != nil {
 		if p.ctx.Err() == nil {

@@ -40,9 +40,12 @@ type TenantStore interface {
 	// it returns ErrVersionConflict when it lost a race.
 	PutTenant(ctx context.Context, t TenantRecord, expectedRowVersion int64) error
 	// CreateTables asks for the tenant's tables if missing, without waiting for them;
-	// apperr table_quota_exceeded when the account's table quota is reached.
+	// apperr table_quota_exceeded when the account's table quota is reached, an error
+	// wrapping ErrTablesLater when DynamoDB refuses for now (its limit on concurrent table
+	// operations): the tables are asked for again later.
 	CreateTables(ctx context.Context, system, tenant string) error
-	// EnsureTables creates the tenant's tables if missing and waits until they are ready.
+	// EnsureTables creates the tenant's tables if missing and waits until they are ready,
+	// asking again, paced, while DynamoDB answers ErrTablesLater (until ctx ends).
 	EnsureTables(ctx context.Context, system, tenant string) error
 	// DropTenant deletes the tables and the row of the incarnation of a tenant created at
 	// createdAt that is still provisioning (or already dropping): it first moves the row to TenantDropping, conditionally, so that no
@@ -85,6 +88,11 @@ const (
 	TenantDropping = "dropping"
 )
 
+// ErrTablesLater is a table creation DynamoDB refused for now: the account is at its limit
+// of concurrent table operations (250 creations of tables with secondary indexes at a
+// time). It is not the table quota: the provisioning stays and is finished later.
+var ErrTablesLater = errors.New("DynamoDB is at its limit of concurrent table operations; the tables are asked for again later")
+
 // errDropping answers a provisioning of a tenant whose earlier provisioning is being
 // undone: once it is gone, a retry provisions it afresh.
 func errDropping() error {
@@ -108,7 +116,10 @@ func (h ProvisionTenantHandler) Handle(ctx context.Context, cmd ProvisionTenant)
 // there with the same settings is returned as it is (created false), its tables asked for
 // again when it is still provisioning. When the account's table quota is reached, what was
 // made is removed again and the error is apperr table_quota_exceeded: nothing is left
-// half-made, and a retry starts afresh.
+// half-made, and a retry starts afresh. When DynamoDB only refuses for now
+// (ErrTablesLater: a burst of provisionings past its concurrent-creation limit), the tenant
+// is returned provisioning, without error: Finish, or the background finisher, makes the
+// tables later.
 func (h ProvisionTenantHandler) Start(ctx context.Context, cmd ProvisionTenant) (rec TenantRecord, created bool, err error) {
 	var p problems
 	if !identity.ValidID(cmd.System) {
@@ -166,9 +177,13 @@ func (h ProvisionTenantHandler) Start(ctx context.Context, cmd ProvisionTenant) 
 	return rec, true, nil
 }
 
-// createTables asks for the tenant's tables, undoing the provisioning on a reached quota.
+// createTables asks for the tenant's tables, undoing the provisioning on a reached quota;
+// a refusal for now (ErrTablesLater) is no error: the tenant stays provisioning.
 func (h ProvisionTenantHandler) createTables(ctx context.Context, rec TenantRecord) error {
 	err := h.store.CreateTables(ctx, rec.System, rec.ID)
+	if errors.Is(err, ErrTablesLater) {
+		return nil
+	}
 	return h.undoOnQuota(ctx, rec, err)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/streams"
 )
 
@@ -208,10 +211,16 @@ func ActivitiesTable(name string) TableSpec {
 // quota does not free itself, but a replay's grace period or an operator may free tables.
 const tableQuotaRetryAfter = time.Minute
 
+// tablesLaterRetryAfter is what a caller refused for now (ErrTablesLater) is told to wait.
+const tablesLaterRetryAfter = 5 * time.Second
+
 // CreateTable asks for the table unless it exists, without waiting for it to be ready.
-// DynamoDB answers a CreateTable beyond the account's table quota, or beyond its limit
-// on concurrent table operations, with LimitExceededException: that is
-// apperr table_quota_exceeded, and not retried (the SDK would count it as throttling).
+// DynamoDB answers LimitExceededException both beyond the account's table quota and
+// beyond its limit on concurrent table operations (250 creations of tables with secondary
+// indexes at a time); they are told apart by the message (IsTableCountLimit): the first is
+// apperr table_quota_exceeded, the second an apperr unavailable wrapping
+// commands.ErrTablesLater, which the caller asks again for later. Neither is retried here
+// (the SDK would count it as throttling).
 func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
 	name := aws.ToString(spec.Input.TableName)
 	_, err := db.CreateTable(ctx, spec.Input, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
@@ -220,10 +229,52 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 	switch {
 	case err == nil || errors.As(err, &inUse):
 		return nil
-	case errors.As(err, &limit):
+	case errors.As(err, &limit) && IsTableCountLimit(limit.ErrorMessage()):
 		return fmt.Errorf("create table %s: %w", name, apperr.TableQuotaExceeded(err, tableQuotaRetryAfter))
+	case errors.As(err, &limit):
+		return fmt.Errorf("create table %s: %w", name, apperr.Unavailable(fmt.Errorf("%w: %w", commands.ErrTablesLater, err), tablesLaterRetryAfter))
 	}
 	return fmt.Errorf("create table %s: %w", name, translate(err))
+}
+
+// IsTableCountLimit says whether a LimitExceededException's message is the account's
+// table quota (a count of tables: "There is a limit of 256 tables per subscriber", "Only
+// 2500 tables can be created in this region for this account") rather than its limit on
+// concurrent operations ("Only 10 tables can be created, updated, or deleted
+// simultaneously", "the maximum number of indexed tables that can be created
+// simultaneously"). Only a message that names the count is the quota: anything else is
+// taken as "later", since a burst wrongly undone loses a tenant, while a quota wrongly
+// retried only stays provisioning (and the stage's table count, logged as "stage tables",
+// warns before it).
+func IsTableCountLimit(message string) bool {
+	m := strings.ToLower(message)
+	if strings.Contains(m, "simultaneous") || strings.Contains(m, "concurrent") || strings.Contains(m, "at a time") {
+		return false
+	}
+	return strings.Contains(m, "tables per") || strings.Contains(m, "in this region") || strings.Contains(m, "for this account") ||
+		(strings.Contains(m, "limit of") && strings.Contains(m, "tables"))
+}
+
+// tablesLaterPause is the mean pause before asking again for a table DynamoDB refused for
+// now; each pause is drawn between half and one and a half of it, so that a burst of
+// provisionings spreads out instead of asking again all at once.
+var tablesLaterPause = 2 * time.Second
+
+// createTablePaced is CreateTable, asked again after a jittered pause while DynamoDB
+// refuses for now (commands.ErrTablesLater), until ctx ends.
+func createTablePaced(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
+	for {
+		err := CreateTable(ctx, db, spec)
+		if !errors.Is(err, commands.ErrTablesLater) {
+			return err
+		}
+		pause := tablesLaterPause/2 + time.Duration(rand.Int64N(int64(tablesLaterPause)+1))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // EnsureSystemTables prepares tables every tenant shares: EnsureTable for each spec with
@@ -253,9 +304,10 @@ func StreamTables(leases, deadLetters string) []TableSpec {
 
 // EnsureTable creates the table unless it exists, waits until it is active and enables its
 // TTL and, when the spec asks for it, point-in-time recovery. It is idempotent, so an
-// interrupted provisioning can simply run again.
+// interrupted provisioning can simply run again. A creation DynamoDB refuses for now (its
+// limit on concurrent table operations) is asked for again, paced, until ctx ends.
 func EnsureTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
-	if err := CreateTable(ctx, db, spec); err != nil {
+	if err := createTablePaced(ctx, db, spec); err != nil {
 		return err
 	}
 	name := aws.ToString(spec.Input.TableName)
