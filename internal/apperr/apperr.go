@@ -135,8 +135,8 @@ func Unavailable(err error, retryAfter time.Duration) *Error {
 }
 
 // TableQuotaExceeded is a tenant provisioning refused because the AWS account's table
-// quota (or its limit on concurrent table operations) is reached; a retry may succeed once
-// an operator raised the quota or removed tables.
+// quota is reached (a limit on concurrent table operations is not: that means later); a
+// retry may succeed once an operator raised the quota or removed tables.
 func TableQuotaExceeded(err error, retryAfter time.Duration) *Error {
 	return &Error{Kind: KindUnavailable, Code: CodeTableQuotaExceeded,
 		Message: "the account's DynamoDB table quota is reached; nothing was left half-made", RetryAfter: retryAfter, Err: err}
