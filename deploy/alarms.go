@@ -26,6 +26,10 @@ const (
 // records are kept 24 h, and a view minutes old is already visibly stale.
 const iteratorAgeLimit = 5 * 60 * 1000 // ms
 
+// failureAgeLimit is how long a consumer's failure record may wait in its queue: the
+// consumer reads it at once, so one that stays is a repair that keeps failing.
+const failureAgeLimit = 15 * 60 // s
+
 // alarmName is the name of one of the stage's alarms; fromAlarms matches all of them and
 // no other stage's (a stage name has no '-').
 func (s *Stage) alarmName(id string) string { return "ssodir-" + s.Props.Stage + "-" + id }
@@ -135,13 +139,30 @@ func (s *Stage) alarms() {
 	streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 		Title: jsii.String("event source mappings: not polling, checks"), Left: &[]awscloudwatch.IMetric{notPolling, checks}, Width: jsii.Number(8)}))
 	parked := counted(KeycloakSync, "ParkedTenants", logParked)
-	failures := s.StreamFailures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five})
-	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+	// A consumer's failure queue is read at once by the consumer: every message sent is an
+	// alert (records were given up on; the tenant is being replayed or reconciled), and one
+	// left there is a repair that keeps failing (the function's log says why).
+	var failureMetrics []awscloudwatch.IMetric
+	row := []awscloudwatch.IAlarm{
 		alarm("ParkedTenant", "keycloak-sync parked a tenant whose Keycloak realm keeps failing; its records wait in order (`keycloak-sync status`)", parked, 1, 1),
-		alarm("FailedBatches", "an event source mapping gave up on a batch: its description is in the failure queue; the records are in the stream for 24 h", failures, 1, 1),
-	})
+	}
+	for _, c := range Consumers {
+		q := s.FailureQueues[c]
+		sent := q.MetricNumberOfMessagesSent(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five})
+		oldest := q.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five})
+		failureMetrics = append(failureMetrics, sent, oldest)
+		row = append(row,
+			alarm(id(c)+"FailedBatches", c+"'s event source mapping gave up stream records (out of retries or too old): the "+c+
+				" repairs the tenant ("+map[string]string{Projector: "marked for replay", KeycloakSync: "reconciled at once"}[c]+
+				"); its log has the tenant and the sequence numbers (docs/aws.md, records an event source mapping gave up)", sent, 1, 1),
+			alarm(id(c)+"FailuresUnrepaired", "a failure record of "+c+"'s mappings has waited 15 minutes: the "+c+
+				" cannot repair the tenant (its log: could not repair after records the event source mapping gave up)", oldest, failureAgeLimit, 1),
+		)
+	}
+	alarmsByRow = append(alarmsByRow, row)
 	streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-		Title: jsii.String("parked tenants and failed batches"), Left: &[]awscloudwatch.IMetric{parked, failures}, Width: jsii.Number(8)}))
+		Title: jsii.String("parked tenants and given-up stream records"), Left: &[]awscloudwatch.IMetric{parked, failureMetrics[0], failureMetrics[2]},
+		Right: &[]awscloudwatch.IMetric{failureMetrics[1], failureMetrics[3]}, Width: jsii.Number(8)}))
 
 	var apiRow []awscloudwatch.IWidget
 	for _, service := range []string{CommandAPI, QueryAPI} {

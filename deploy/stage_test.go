@@ -336,19 +336,59 @@ func TestMappingsAreMadeByTheCommandAPIForTheTwoConsumers(t *testing.T) {
 	fnArn := func(service string) string {
 		return fmt.Sprint(map[string]any{"Fn::GetAtt": []any{lid(s, s.Functions[service]), "Arn"}})
 	}
-	queue := fmt.Sprint(map[string]any{"Fn::GetAtt": []any{lid(s, s.StreamFailures), "Arn"}})
-	for k, want := range map[string]string{envProjectorARN: fnArn(Projector), envKeycloakSyncARN: fnArn(KeycloakSync), envFailureARN: queue} {
+	queue := func(service string) string {
+		return fmt.Sprint(map[string]any{"Fn::GetAtt": []any{lid(s, s.FailureQueues[service]), "Arn"}})
+	}
+	if queue(Projector) == queue(KeycloakSync) {
+		t.Fatal("the two consumers share a failure queue: a message would reach only one")
+	}
+	for k, want := range map[string]string{envProjectorARN: fnArn(Projector), envKeycloakSyncARN: fnArn(KeycloakSync),
+		envFailureARN[Projector]: queue(Projector), envFailureARN[KeycloakSync]: queue(KeycloakSync)} {
 		if fmt.Sprint(env[k]) != want {
 			t.Errorf("%s = %v, want %s", k, env[k], want)
 		}
 	}
-	if n := len(resources(j, "AWS::Lambda::EventSourceMapping")); n != 0 {
-		t.Errorf("%d event source mappings in the stack: provisioning makes them, per tenant", n)
+	// The stack's only mappings are the failure queues' (the streams' are made per tenant by
+	// provisioning): each queue feeds its own consumer, which reports the messages it could
+	// not handle, and the queue hides a message being handled for longer than the function runs.
+	esms := resources(j, "AWS::Lambda::EventSourceMapping")
+	if len(esms) != len(Consumers) {
+		t.Errorf("%d event source mappings in the stack, want one per failure queue", len(esms))
+	}
+	for _, c := range Consumers {
+		found := false
+		for _, r := range esms {
+			p := props(r)
+			if fmt.Sprint(p["EventSourceArn"]) != queue(c) {
+				continue
+			}
+			found = true
+			if fmt.Sprint(p["FunctionName"]) != fmt.Sprint(map[string]any{"Ref": lid(s, s.Functions[c])}) ||
+				fmt.Sprint(p["FunctionResponseTypes"]) != "[ReportBatchItemFailures]" || p["StartingPosition"] != nil {
+				t.Errorf("%s's failure queue mapping %v", c, p)
+			}
+		}
+		if !found {
+			t.Errorf("no mapping reads %s's failure queue", c)
+		}
+		q := props(resources(j, "AWS::SQS::Queue")[lid(s, s.FailureQueues[c])])
+		timeout := props(resources(j, "AWS::Lambda::Function")[lid(s, s.Functions[c])])["Timeout"].(float64)
+		if v, _ := q["VisibilityTimeout"].(float64); v < timeout {
+			t.Errorf("%s's failure queue hides a message %v s, less than the function's timeout %v s", c, v, timeout)
+		}
+		// Its role reaches that queue and no other.
+		for _, g := range s.Grants[c] {
+			for _, a := range g.Actions {
+				if strings.HasPrefix(a, "sqs:") && (len(g.Resources) != 1 || fmt.Sprint(s.Stack.Resolve(g.Resources[0])) != queue(c)) {
+					t.Errorf("%s's grant %s: %s on %v, want its own failure queue only", c, g.Sid, a, g.Resources)
+				}
+			}
+		}
 	}
 }
 
 func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
-	_, tmpl, j := synth(t)
+	s, tmpl, j := synth(t)
 	alarms := resources(j, "AWS::CloudWatch::Alarm")
 	byName := map[string]map[string]any{}
 	for _, r := range alarms {
@@ -361,7 +401,9 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 	for name, metric := range map[string]string{
 		"ProjectorIteratorAge": "IteratorAge", "KeycloakSyncIteratorAge": "IteratorAge",
 		"ProjectorDeadLetters": "DeadLetters", "KeycloakSyncDeadLetters": "DeadLetters", "ParkedTenant": "ParkedTenants",
-		"FailedBatches": "ApproximateNumberOfMessagesVisible", "CommandApi5xx": "5xx", "QueryApi5xx": "5xx",
+		"ProjectorFailedBatches": "NumberOfMessagesSent", "KeycloakSyncFailedBatches": "NumberOfMessagesSent",
+		"ProjectorFailuresUnrepaired": "ApproximateAgeOfOldestMessage", "KeycloakSyncFailuresUnrepaired": "ApproximateAgeOfOldestMessage",
+		"CommandApi5xx": "5xx", "QueryApi5xx": "5xx",
 		"CommandApiErrors": "Errors", "QueryApiErrors": "Errors", "ProjectorErrors": "Errors", "KeycloakSyncErrors": "Errors",
 		"CommandApiThrottles": "Throttles", "QueryApiThrottles": "Throttles", "ProjectorThrottles": "Throttles", "KeycloakSyncThrottles": "Throttles",
 		"ThrottledConfig": "", "ThrottledIdempotency": "",
@@ -374,6 +416,15 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 		}
 		if metric != "" && p["MetricName"] != metric {
 			t.Errorf("%s: metric %v, want %s", name, p["MetricName"], metric)
+		}
+	}
+	// Each consumer's failure alarms watch its own queue.
+	for _, c := range Consumers {
+		q := map[string]any{"QueueName": map[string]any{"Fn::GetAtt": []any{lid(s, s.FailureQueues[c]), "QueueName"}}}
+		for _, name := range []string{id(c) + "FailedBatches", id(c) + "FailuresUnrepaired"} {
+			if d, _ := byName["ssodir-prod-"+name]["Dimensions"].([]any); len(d) != 1 || fmt.Sprint(d[0].(map[string]any)["Value"]) != fmt.Sprint(q["QueueName"]) {
+				t.Errorf("%s: dimensions %v, want %s's failure queue", name, d, c)
+			}
 		}
 	}
 	// Missing data: an idle stage publishes no IteratorAge (not breaching), but the mapping
