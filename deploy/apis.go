@@ -74,7 +74,8 @@ var schedules = []struct {
 	{CommandAPI, "check-mappings", 5},
 	{KeycloakSync, "reconcile", 15},
 	{KeycloakSync, "redrive-dead-letters", 1},
-	{Projector, "redrive-dead-letters", 15},
+	// Every few minutes: a throttle or a short outage makes dead letters, which wait for it.
+	{Projector, "redrive-dead-letters", 5},
 }
 
 // A scheduled task is never retried: its next tick comes soon, and a retry would run beside

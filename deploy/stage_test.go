@@ -302,6 +302,23 @@ func TestBackgroundWorkIsScheduledWithItsTask(t *testing.T) {
 	}
 }
 
+// Dead letters a throttle or a short outage made wait minutes, not a quarter of an hour: the
+// re-drives run every minute (keycloak-sync) and every 5 minutes (projector).
+func TestDeadLettersAreRedrivenEveryFewMinutes(t *testing.T) {
+	s, tmpl, _ := synth(t)
+	for service, rate := range map[string]string{KeycloakSync: "rate(1 minute)", Projector: "rate(5 minutes)"} {
+		has(t, service+" redrive-dead-letters "+rate, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
+				"ScheduleExpression": rate,
+				"Targets": []any{assertions.Match_ObjectLike(&map[string]any{
+					"Arn":   map[string]any{"Fn::GetAtt": []any{lid(s, s.Functions[service]), "Arn"}},
+					"Input": `{"ssodir_task":"redrive-dead-letters"}`,
+				})},
+			})
+		})
+	}
+}
+
 func TestTheAPIsLogAndThrottle(t *testing.T) {
 	_, tmpl, j := synth(t)
 	has(t, "two HTTP APIs", func() { tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Api"), jsii.Number(2)) })
