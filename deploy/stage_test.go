@@ -204,6 +204,30 @@ func TestSystemTablesHaveRecoveryTheStagesKeyAndTags(t *testing.T) {
 		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
 			"TableName": n.Idempotency(), "TimeToLiveSpecification": map[string]any{"AttributeName": "expires_at", "Enabled": true}})
 	})
+	// Attempt counts and their markers in the dead-letter table expire (internal/deadletters).
+	has(t, "dead letters TTL", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"TableName": n.DeadLetters(), "TimeToLiveSpecification": map[string]any{"AttributeName": "expires_at", "Enabled": true}})
+	})
+	// Every table's TTL is the one internal/dynamo gives it, and only those have one.
+	ttl := map[string]string{}
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(n.Config()), dynamo.IdempotencyTable(n.Idempotency()), dynamo.ScimTokensTable(n.ScimTokens()),
+		dynamo.KeycloakSyncStatusTable(n.KeycloakSyncStatus()), dynamo.ErasuresTable(n.Erasures())},
+		dynamo.StreamTables(n.StreamLeases(), n.DeadLetters())...)
+	for _, spec := range specs {
+		ttl[*spec.Input.TableName] = spec.TTLAttr
+	}
+	for _, r := range tables {
+		p := props(r)
+		name := p["TableName"].(string)
+		got := ""
+		if spec, ok := p["TimeToLiveSpecification"].(map[string]any); ok && spec["Enabled"] == true {
+			got, _ = spec["AttributeName"].(string)
+		}
+		if got != ttl[name] {
+			t.Errorf("%s: TTL on %q, want %q (internal/dynamo)", name, got, ttl[name])
+		}
+	}
 	// The keys are those of internal/dynamo, which reads and writes the tables.
 	has(t, "Config keys", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
