@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
@@ -20,11 +22,26 @@ const (
 	// internal/mappings.LogNotPolling and LogChecked, of the command API's check-mappings.
 	logNotPolling     = "event source mapping not polling"
 	logMappingChecked = "event source mappings checked"
+	// internal/commands.StageTablesMessage: the stage's table count, logged by every round
+	// that finishes pending tenants (the command API, both modes), in the field tables.
+	logStageTables = "stage tables"
+)
+
+// accountTableQuota is DynamoDB's default quota of tables per account and region (raisable:
+// -c table-quota=N names the stage's); tableQuotaWarning the share at which an operator is
+// told, while there is still room to raise it before tenants are refused.
+const (
+	accountTableQuota = 2500
+	tableQuotaWarning = 0.8
 )
 
 // iteratorAgeLimit is how far behind its stream a consumer may fall before someone looks:
 // records are kept 24 h, and a view minutes old is already visibly stale.
 const iteratorAgeLimit = 5 * 60 * 1000 // ms
+
+// failureAgeLimit is how long a consumer's failure record may wait in its queue: the
+// consumer reads it at once, so one that stays is a repair that keeps failing.
+const failureAgeLimit = 15 * 60 // s
 
 // alarmName is the name of one of the stage's alarms; fromAlarms matches all of them and
 // no other stage's (a stage name has no '-').
@@ -134,14 +151,50 @@ func (s *Stage) alarms() {
 	})
 	streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 		Title: jsii.String("event source mappings: not polling, checks"), Left: &[]awscloudwatch.IMetric{notPolling, checks}, Width: jsii.Number(8)}))
-	parked := counted(KeycloakSync, "ParkedTenants", logParked)
-	failures := s.StreamFailures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five})
-	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
-		alarm("ParkedTenant", "keycloak-sync parked a tenant whose Keycloak realm keeps failing; its records wait in order (`keycloak-sync status`)", parked, 1, 1),
-		alarm("FailedBatches", "an event source mapping gave up on a batch: its description is in the failure queue; the records are in the stream for 24 h", failures, 1, 1),
+	// The stage's tables against the account's quota: at 80 % an operator raises the quota
+	// (or moves tenants to another account) before provisioning answers table_quota_exceeded.
+	awslogs.NewMetricFilter(s.Stack, jsii.String("StageTablesFilter"), &awslogs.MetricFilterProps{
+		LogGroup:        s.LogGroups[CommandAPI],
+		FilterPattern:   awslogs.FilterPattern_Literal(jsii.String(`{ $.msg = "` + logStageTables + `" }`)),
+		MetricNamespace: jsii.String(namespace),
+		MetricName:      jsii.String("StageTables"),
+		MetricValue:     jsii.String("$.tables"),
 	})
+	stageTables := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String("StageTables"),
+		Statistic: jsii.String("Maximum"), Period: five})
+	quota := s.Props.TableQuota
+	if quota == 0 {
+		quota = accountTableQuota
+	}
+	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
+		alarm("TableQuota", fmt.Sprintf("the stage has %.0f %% of the account's table quota (%d tables): raise the quota (Service Quotas, DynamoDB tables per region) before tenants are refused with table_quota_exceeded", tableQuotaWarning*100, quota),
+			stageTables, float64(quota)*tableQuotaWarning, 1),
+	})
+	parked := counted(KeycloakSync, "ParkedTenants", logParked)
+	// A consumer's failure queue is read at once by the consumer: every message sent is an
+	// alert (records were given up on; the tenant is being replayed or reconciled), and one
+	// left there is a repair that keeps failing (the function's log says why).
+	var failureMetrics []awscloudwatch.IMetric
+	row := []awscloudwatch.IAlarm{
+		alarm("ParkedTenant", "keycloak-sync parked a tenant whose Keycloak realm keeps failing; its records wait in order (`keycloak-sync status`)", parked, 1, 1),
+	}
+	for _, c := range Consumers {
+		q := s.FailureQueues[c]
+		sent := q.MetricNumberOfMessagesSent(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five})
+		oldest := q.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five})
+		failureMetrics = append(failureMetrics, sent, oldest)
+		row = append(row,
+			alarm(id(c)+"FailedBatches", c+"'s event source mapping gave up stream records (out of retries or too old): the "+c+
+				" repairs the tenant ("+map[string]string{Projector: "marked for replay", KeycloakSync: "reconciled at once"}[c]+
+				"); its log has the tenant and the sequence numbers (docs/aws.md, records an event source mapping gave up)", sent, 1, 1),
+			alarm(id(c)+"FailuresUnrepaired", "a failure record of "+c+"'s mappings has waited 15 minutes: the "+c+
+				" cannot repair the tenant (its log: could not repair after records the event source mapping gave up)", oldest, failureAgeLimit, 1),
+		)
+	}
+	alarmsByRow = append(alarmsByRow, row)
 	streamRow = append(streamRow, awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-		Title: jsii.String("parked tenants and failed batches"), Left: &[]awscloudwatch.IMetric{parked, failures}, Width: jsii.Number(8)}))
+		Title: jsii.String("parked tenants and given-up stream records"), Left: &[]awscloudwatch.IMetric{parked, failureMetrics[0], failureMetrics[2]},
+		Right: &[]awscloudwatch.IMetric{failureMetrics[1], failureMetrics[3]}, Width: jsii.Number(8)}))
 
 	var apiRow []awscloudwatch.IWidget
 	for _, service := range []string{CommandAPI, QueryAPI} {

@@ -74,7 +74,8 @@ var schedules = []struct {
 	{CommandAPI, "check-mappings", 5},
 	{KeycloakSync, "reconcile", 15},
 	{KeycloakSync, "redrive-dead-letters", 1},
-	{Projector, "redrive-dead-letters", 15},
+	// Every few minutes: a throttle or a short outage makes dead letters, which wait for it.
+	{Projector, "redrive-dead-letters", 5},
 	{Projector, "resume-erasures", 1},
 }
 

@@ -12,7 +12,8 @@ import (
 // constants the code logs (read from its source: the deploy module does not build it).
 func TestMetricFiltersMatchTheLinesTheCodeLogs(t *testing.T) {
 	for file, want := range map[string]map[string]string{
-		"../internal/mappings/check.go": {"LogNotPolling": logNotPolling, "LogChecked": logMappingChecked},
+		"../internal/mappings/check.go":          {"LogNotPolling": logNotPolling, "LogChecked": logMappingChecked},
+		"../internal/commands/finish_pending.go": {"StageTablesMessage": logStageTables},
 	} {
 		got := stringConsts(t, file)
 		for name, msg := range want {

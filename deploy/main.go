@@ -40,6 +40,11 @@ func run() error {
 		return err
 	}
 	props := StageProps{Stage: stage, Prefix: contextString(app, "prefix", ""), AssetDir: assets, Concurrency: concurrency}
+	if q := contextString(app, "table-quota", ""); q != "" {
+		if props.TableQuota, err = strconv.Atoi(q); err != nil || props.TableQuota < 1 {
+			return fmt.Errorf("table-quota %q: give the account's DynamoDB table quota, a positive number", q)
+		}
+	}
 	if account, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION"); account != "" && region != "" {
 		props.Env = &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
 	}

@@ -69,7 +69,8 @@ const (
 	reasonTableKeyWrite = "DynamoDB encrypts and decrypts with the table key of the stage's tables (SSE with DataKey) on the function's behalf; the code makes no KMS call for it"
 	reasonTableKeyGrant = "creating a table encrypted with DataKey (a tenant's, at provisioning) has DynamoDB create a grant on the key and describe it with the caller's permission"
 	reasonSecretKey     = "Secrets Manager decrypts the secret (encrypted with DataKey) on the function's behalf when the function reads it"
-	reasonFailures      = "Lambda's stream poller sends the description of a batch that kept failing to the mappings' failure destination with the function's role"
+	reasonFailures      = "Lambda's stream poller sends the description of records it gave up on to the consumer's failure queue with the function's role"
+	reasonFailureQueue  = "Lambda's SQS poller reads the consumer's failure queue with the function's role and invokes the function with its messages (esm.Recovery)"
 	reasonStreamsLambda = "in Lambda mode the event source mapping's poller reads the stream with the function's role"
 	reasonBackups       = "point-in-time recovery of a new tenant's tables (SSO_TABLE_PITR): DynamoDB Local, which the end-to-end tests run on, has no backups; " +
 		"internal/dynamo's TestTenantTablesGetTheStagesSettingsAndDroppingTurnsDeletionProtectionOffFirst checks these requests"
@@ -93,12 +94,20 @@ func (s *Stage) policies() {
 		Conditions: s.viaService("secretsmanager"), Reason: reasonSecretKey}
 	streams := Grant{Sid: "Streams", Actions: []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"},
 		Resources: s.streams()}
-	failures := Grant{Sid: "StreamFailures", Actions: []string{"sqs:SendMessage"}, Resources: []*string{s.StreamFailures.QueueArn()}, Reason: reasonFailures}
+	// Each consumer's mappings send to its own queue, which it alone reads.
+	failures := func(service string) []Grant {
+		q := []*string{s.FailureQueues[service].QueueArn()}
+		return []Grant{
+			{Sid: "StreamFailures", Actions: []string{"sqs:SendMessage"}, Resources: q, Reason: reasonFailures},
+			{Sid: "StreamFailuresRead", Actions: []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+				Resources: q, Reason: reasonFailureQueue},
+		}
+	}
 	consumers := []*string{s.Functions[Projector].FunctionArn(), s.Functions[KeycloakSync].FunctionArn()}
 	// Listing the tenants is a Scan of {p}_Config, and of no other table.
 	tenantList := Grant{Sid: "TenantList", Actions: []string{"dynamodb:Scan"}, Resources: []*string{s.arn("dynamodb", "table", s.Names.Config())}}
 
-	s.Grants = map[string][]Grant{
+	grants := map[string][]Grant{
 		CommandAPI: {
 			// BatchWriteItem: a members change writes its membership items in batches.
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
@@ -145,7 +154,7 @@ func (s *Stage) policies() {
 				s.arn("dynamodb", "table", s.Names.Erasures())}},
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
-			writeKey, failures, logs(Projector),
+			writeKey, logs(Projector),
 		},
 		KeycloakSync: {
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
@@ -154,9 +163,13 @@ func (s *Stage) policies() {
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
 			{Sid: "Secrets", Actions: []string{"kms:Decrypt"}, Resources: []*string{secretsKey}},
-			writeKey, failures, logs(KeycloakSync),
+			writeKey, logs(KeycloakSync),
 		},
 	}
+	for _, c := range Consumers {
+		grants[c] = append(grants[c], failures(c)...)
+	}
+	s.Grants = grants
 	for _, service := range Services {
 		role := s.Functions[service].Role()
 		for _, g := range s.Grants[service] {

@@ -185,12 +185,56 @@ func (p stagePolicies) onBehalf(t *testing.T, byService map[string][]awscalls.Ca
 			}
 		}
 	}
-	queue := p.values["GetAtt:"+lid(p.s, p.s.StreamFailures)+".Arn"]
-	for _, service := range []string{Projector, KeycloakSync} {
+	for _, service := range Consumers {
+		queue := p.queue(service)
 		out = append(out, call{service: service, req: iampolicy.Request{Action: "sqs:SendMessage", Resource: queue},
-			why: "the event source mappings' poller sends a failed batch to the failure destination with the function's role"})
+			why: "the stream mappings' poller sends what it gave up on to the consumer's failure queue with the function's role"})
+		for _, action := range failureQueueReads {
+			out = append(out, call{service: service, req: iampolicy.Request{Action: action, Resource: queue},
+				why: "the failure queue's mapping reads it for the consumer with the function's role"})
+		}
 	}
 	return out
+}
+
+// failureQueueReads are what Lambda's SQS poller does with a function's role.
+var failureQueueReads = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+
+// queue is the ARN of a consumer's failure queue.
+func (p stagePolicies) queue(service string) string {
+	return p.values["GetAtt:"+lid(p.s, p.s.FailureQueues[service])+".Arn"]
+}
+
+// Each consumer sends to and reads its own failure queue, and cannot touch the other's: an
+// SQS message reaches one consumer only, and the other's repair is not its business.
+func TestEachConsumerUsesItsOwnFailureQueueOnly(t *testing.T) {
+	s, _, j := synth(t)
+	p := readPolicies(t, s, j, testValues(t, j))
+	for _, service := range Consumers {
+		for _, other := range Consumers {
+			for _, action := range append([]string{"sqs:SendMessage"}, failureQueueReads...) {
+				ok, _, err := p.decide(call{service: service, req: iampolicy.Request{Action: action, Resource: p.queue(other)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok != (service == other) {
+					t.Errorf("%s: %s on %s's failure queue allowed: %v", service, action, other, ok)
+				}
+			}
+		}
+		// Nothing but these three and SendMessage: no purge, no change of the queue.
+		for _, action := range []string{"sqs:PurgeQueue", "sqs:SetQueueAttributes", "sqs:DeleteQueue", "sqs:ChangeMessageVisibility"} {
+			if ok, _, _ := p.decide(call{service: service, req: iampolicy.Request{Action: action, Resource: p.queue(service)}}); ok {
+				t.Errorf("%s may %s its failure queue", service, action)
+			}
+		}
+	}
+	// Over plain HTTP the queue's own policy refuses even its consumer.
+	c := call{service: Projector, req: iampolicy.Request{Action: "sqs:ReceiveMessage", Resource: p.queue(Projector),
+		Context: map[string]string{"aws:SecureTransport": "false"}}}
+	if ok, _, _ := p.decide(c); ok {
+		t.Error("the projector may read its failure queue without TLS")
+	}
 }
 
 // alarmActions are CloudWatch's calls when each alarm goes off: sns:Publish on each topic it
@@ -308,9 +352,12 @@ func TestAResourcePolicyThatDeniesACallFailsTheProof(t *testing.T) {
 			addStatement(t, tmpl, lid(s, s.DataKey), "KeyPolicy", deny("NotThroughSecretsManager", "*", "kms:Decrypt",
 				map[string]any{"StringEquals": map[string]any{"kms:ViaService": "secretsmanager." + testRegion + ".amazonaws.com"}}))
 		}, "Secrets Manager's decryption of the secret"},
-		{"the failure queue refuses the consumers", func(tmpl map[string]any) {
-			addStatement(t, tmpl, policyOf(t, tmpl, "AWS::SQS::QueuePolicy"), "PolicyDocument", deny("NoSend", "*", "sqs:SendMessage", nil))
+		{"the projector's failure queue refuses its mappings' sends", func(tmpl map[string]any) {
+			addStatement(t, tmpl, queuePolicyOf(t, s, tmpl, Projector), "PolicyDocument", deny("NoSend", "*", "sqs:SendMessage", nil))
 		}, "projector: sqs:SendMessage"},
+		{"keycloak-sync's failure queue refuses its reads", func(tmpl map[string]any) {
+			addStatement(t, tmpl, queuePolicyOf(t, s, tmpl, KeycloakSync), "PolicyDocument", deny("NoReceive", "*", "sqs:ReceiveMessage", nil))
+		}, "keycloak-sync: sqs:ReceiveMessage"},
 		{"the alarm topic without CloudWatch's statement (SNS's default replaced)", func(tmpl map[string]any) {
 			removeStatement(t, tmpl, policyOf(t, tmpl, "AWS::SNS::TopicPolicy"), "PolicyDocument", "CloudWatchAlarmsPublish")
 		}, "an AWS service: sns:Publish"},
@@ -350,6 +397,21 @@ func policyOf(t *testing.T, tmpl map[string]any, typ string) string {
 	for id := range rs {
 		return id
 	}
+	return ""
+}
+
+// queuePolicyOf is the id of the policy of a consumer's failure queue.
+func queuePolicyOf(t *testing.T, s *Stage, tmpl map[string]any, service string) string {
+	t.Helper()
+	q := lid(s, s.FailureQueues[service])
+	for id, r := range resources(tmpl, "AWS::SQS::QueuePolicy") {
+		for _, ref := range props(r)["Queues"].([]any) {
+			if ref.(map[string]any)["Ref"] == q {
+				return id
+			}
+		}
+	}
+	t.Fatalf("no policy of %s's failure queue", service)
 	return ""
 }
 

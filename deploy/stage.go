@@ -44,6 +44,9 @@ type StageProps struct {
 	AssetDir string
 	// LogRetention is how long the functions' and APIs' logs are kept.
 	LogRetention awslogs.RetentionDays
+	// TableQuota is the account's DynamoDB table quota in the stage's region (0: AWS's
+	// default, 2,500); an alarm warns at 80 % of it.
+	TableQuota int
 	// Concurrency is each function's reserved concurrency (default DefaultConcurrency).
 	Concurrency map[string]int
 	Env         *awscdk.Environment
@@ -115,8 +118,10 @@ type Stage struct {
 	LogGroups    map[string]awslogs.LogGroup
 	// AlarmTopic is where every alarm goes.
 	AlarmTopic awssns.Topic
-	// StreamFailures is the failure destination of the event source mappings.
-	StreamFailures awssqs.Queue
+	// FailureQueues are each consumer's failure destination (projector, keycloak-sync): what
+	// its stream mappings gave up on, read by the consumer itself (esm.Recovery). One queue
+	// per consumer: an SQS message reaches only one.
+	FailureQueues map[string]awssqs.Queue
 	// Grants are the statements of each function's role, with why each is there.
 	Grants map[string][]Grant
 	// APIs are the two HTTP APIs, by service; their URLs end in "/".
@@ -136,17 +141,11 @@ func NewStage(scope constructs.Construct, props StageProps) (*Stage, error) {
 	awscdk.Tags_Of(stack).Add(jsii.String(dynamo.TagStage), jsii.String(props.Stage), nil)
 	s := &Stage{Stack: stack, Props: props, Names: dynamo.Names{Prefix: props.Prefix},
 		Tables: map[string]awsdynamodb.Table{}, Functions: map[string]awslambda.Function{},
-		LogGroups: map[string]awslogs.LogGroup{}, APIs: map[string]awsapigatewayv2.HttpApi{}, Grants: map[string][]Grant{}}
+		LogGroups: map[string]awslogs.LogGroup{}, APIs: map[string]awsapigatewayv2.HttpApi{}, Grants: map[string][]Grant{},
+		FailureQueues: map[string]awssqs.Queue{}}
 	s.keys()
 	s.systemTables()
 	s.secrets()
-	s.StreamFailures = awssqs.NewQueue(stack, jsii.String("StreamFailures"), &awssqs.QueueProps{
-		// Lambda's stream poller writes here what a batch that kept failing was (shard,
-		// sequence numbers), not the records: they stay in the stream for 24 h.
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-	})
 	params := s.parameters()
 	if err := s.functions(params); err != nil {
 		return nil, err
@@ -287,8 +286,16 @@ func (s *Stage) parameters() parameters {
 const (
 	envProjectorARN    = "SSO_LAMBDA_PROJECTOR_ARN"
 	envKeycloakSyncARN = "SSO_LAMBDA_KEYCLOAK_SYNC_ARN"
-	envFailureARN      = "SSO_LAMBDA_FAILURE_DESTINATION_ARN"
 )
+
+// envFailureARN is, by consumer, the setting that names its mappings' failure destination.
+var envFailureARN = map[string]string{
+	Projector:    "SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN",
+	KeycloakSync: "SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN",
+}
+
+// Consumers are the functions fed by the tenants' streams, each with its failure queue.
+var Consumers = []string{Projector, KeycloakSync}
 
 type fnSpec struct {
 	memory  float64
@@ -353,8 +360,52 @@ func (s *Stage) functions(p parameters) error {
 	cmd := s.Functions[CommandAPI]
 	cmd.AddEnvironment(jsii.String(envProjectorARN), s.Functions[Projector].FunctionArn(), nil)
 	cmd.AddEnvironment(jsii.String(envKeycloakSyncARN), s.Functions[KeycloakSync].FunctionArn(), nil)
-	cmd.AddEnvironment(jsii.String(envFailureARN), s.StreamFailures.QueueArn(), nil)
+	s.failureQueues(specs)
+	for _, c := range Consumers {
+		cmd.AddEnvironment(jsii.String(envFailureARN[c]), s.FailureQueues[c].QueueArn(), nil)
+	}
 	return nil
+}
+
+// Settings of the failure queues' event source mappings (to the consumer's function).
+const (
+	failureBatchSize = 10
+	// failureConcurrency bounds the invocations the queue's poller makes at once (SQS's
+	// least is 2): a flood of failure records after an outage repairs tenants a few at a
+	// time and leaves the consumer's reserved concurrency to its streams.
+	failureConcurrency = 5
+)
+
+// failureQueues gives each consumer its own failure queue, which the consumer's stream
+// mappings (made per tenant by the command API) send what they give up on to, and which an
+// SQS event source mapping of the stack feeds back to the consumer (esm.Recovery: the
+// projector marks the tenant for replay, keycloak-sync reconciles it at once). A message
+// whose repair fails is reported back (ReportBatchItemFailures) and comes again.
+func (s *Stage) failureQueues(specs map[string]fnSpec) {
+	for _, c := range Consumers {
+		timeout := *specs[c].timeout.ToSeconds(nil)
+		q := awssqs.NewQueue(s.Stack, jsii.String(id(c)+"StreamFailures"), &awssqs.QueueProps{
+			// Lambda's stream poller writes here what a batch it gave up on was (shard,
+			// sequence numbers), not the records: they stay in the stream for 24 h.
+			RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+			// At least the function's timeout (CloudFormation refuses less), six times it
+			// as Lambda advises, so that a batch being handled is not handed out again.
+			VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * timeout)),
+			Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+			EnforceSSL:        jsii.Bool(true),
+		})
+		s.FailureQueues[c] = q
+		fn := s.Functions[c]
+		esm := awslambda.NewEventSourceMapping(s.Stack, jsii.String(id(c)+"StreamFailuresMapping"), &awslambda.EventSourceMappingProps{
+			Target:                  fn,
+			EventSourceArn:          q.QueueArn(),
+			BatchSize:               jsii.Number(failureBatchSize),
+			ReportBatchItemFailures: jsii.Bool(true),
+			MaxConcurrency:          jsii.Number(failureConcurrency),
+		})
+		// CloudFormation checks the role may read the queue when it creates the mapping.
+		esm.Node().AddDependency(fn.Role())
+	}
 }
 
 func (s *Stage) functionName(service string) string { return "ssodir-" + s.Props.Stage + "-" + service }

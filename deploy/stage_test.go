@@ -204,6 +204,30 @@ func TestSystemTablesHaveRecoveryTheStagesKeyAndTags(t *testing.T) {
 		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
 			"TableName": n.Idempotency(), "TimeToLiveSpecification": map[string]any{"AttributeName": "expires_at", "Enabled": true}})
 	})
+	// Attempt counts and their markers in the dead-letter table expire (internal/deadletters).
+	has(t, "dead letters TTL", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"TableName": n.DeadLetters(), "TimeToLiveSpecification": map[string]any{"AttributeName": "expires_at", "Enabled": true}})
+	})
+	// Every table's TTL is the one internal/dynamo gives it, and only those have one.
+	ttl := map[string]string{}
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(n.Config()), dynamo.IdempotencyTable(n.Idempotency()), dynamo.ScimTokensTable(n.ScimTokens()),
+		dynamo.KeycloakSyncStatusTable(n.KeycloakSyncStatus()), dynamo.ErasuresTable(n.Erasures())},
+		dynamo.StreamTables(n.StreamLeases(), n.DeadLetters())...)
+	for _, spec := range specs {
+		ttl[*spec.Input.TableName] = spec.TTLAttr
+	}
+	for _, r := range tables {
+		p := props(r)
+		name := p["TableName"].(string)
+		got := ""
+		if spec, ok := p["TimeToLiveSpecification"].(map[string]any); ok && spec["Enabled"] == true {
+			got, _ = spec["AttributeName"].(string)
+		}
+		if got != ttl[name] {
+			t.Errorf("%s: TTL on %q, want %q (internal/dynamo)", name, got, ttl[name])
+		}
+	}
 	// The keys are those of internal/dynamo, which reads and writes the tables.
 	has(t, "Config keys", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
@@ -302,6 +326,23 @@ func TestBackgroundWorkIsScheduledWithItsTask(t *testing.T) {
 	}
 }
 
+// Dead letters a throttle or a short outage made wait minutes, not a quarter of an hour: the
+// re-drives run every minute (keycloak-sync) and every 5 minutes (projector).
+func TestDeadLettersAreRedrivenEveryFewMinutes(t *testing.T) {
+	s, tmpl, _ := synth(t)
+	for service, rate := range map[string]string{KeycloakSync: "rate(1 minute)", Projector: "rate(5 minutes)"} {
+		has(t, service+" redrive-dead-letters "+rate, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
+				"ScheduleExpression": rate,
+				"Targets": []any{assertions.Match_ObjectLike(&map[string]any{
+					"Arn":   map[string]any{"Fn::GetAtt": []any{lid(s, s.Functions[service]), "Arn"}},
+					"Input": `{"ssodir_task":"redrive-dead-letters"}`,
+				})},
+			})
+		})
+	}
+}
+
 func TestTheAPIsLogAndThrottle(t *testing.T) {
 	_, tmpl, j := synth(t)
 	has(t, "two HTTP APIs", func() { tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Api"), jsii.Number(2)) })
@@ -336,19 +377,59 @@ func TestMappingsAreMadeByTheCommandAPIForTheTwoConsumers(t *testing.T) {
 	fnArn := func(service string) string {
 		return fmt.Sprint(map[string]any{"Fn::GetAtt": []any{lid(s, s.Functions[service]), "Arn"}})
 	}
-	queue := fmt.Sprint(map[string]any{"Fn::GetAtt": []any{lid(s, s.StreamFailures), "Arn"}})
-	for k, want := range map[string]string{envProjectorARN: fnArn(Projector), envKeycloakSyncARN: fnArn(KeycloakSync), envFailureARN: queue} {
+	queue := func(service string) string {
+		return fmt.Sprint(map[string]any{"Fn::GetAtt": []any{lid(s, s.FailureQueues[service]), "Arn"}})
+	}
+	if queue(Projector) == queue(KeycloakSync) {
+		t.Fatal("the two consumers share a failure queue: a message would reach only one")
+	}
+	for k, want := range map[string]string{envProjectorARN: fnArn(Projector), envKeycloakSyncARN: fnArn(KeycloakSync),
+		envFailureARN[Projector]: queue(Projector), envFailureARN[KeycloakSync]: queue(KeycloakSync)} {
 		if fmt.Sprint(env[k]) != want {
 			t.Errorf("%s = %v, want %s", k, env[k], want)
 		}
 	}
-	if n := len(resources(j, "AWS::Lambda::EventSourceMapping")); n != 0 {
-		t.Errorf("%d event source mappings in the stack: provisioning makes them, per tenant", n)
+	// The stack's only mappings are the failure queues' (the streams' are made per tenant by
+	// provisioning): each queue feeds its own consumer, which reports the messages it could
+	// not handle, and the queue hides a message being handled for longer than the function runs.
+	esms := resources(j, "AWS::Lambda::EventSourceMapping")
+	if len(esms) != len(Consumers) {
+		t.Errorf("%d event source mappings in the stack, want one per failure queue", len(esms))
+	}
+	for _, c := range Consumers {
+		found := false
+		for _, r := range esms {
+			p := props(r)
+			if fmt.Sprint(p["EventSourceArn"]) != queue(c) {
+				continue
+			}
+			found = true
+			if fmt.Sprint(p["FunctionName"]) != fmt.Sprint(map[string]any{"Ref": lid(s, s.Functions[c])}) ||
+				fmt.Sprint(p["FunctionResponseTypes"]) != "[ReportBatchItemFailures]" || p["StartingPosition"] != nil {
+				t.Errorf("%s's failure queue mapping %v", c, p)
+			}
+		}
+		if !found {
+			t.Errorf("no mapping reads %s's failure queue", c)
+		}
+		q := props(resources(j, "AWS::SQS::Queue")[lid(s, s.FailureQueues[c])])
+		timeout := props(resources(j, "AWS::Lambda::Function")[lid(s, s.Functions[c])])["Timeout"].(float64)
+		if v, _ := q["VisibilityTimeout"].(float64); v < timeout {
+			t.Errorf("%s's failure queue hides a message %v s, less than the function's timeout %v s", c, v, timeout)
+		}
+		// Its role reaches that queue and no other.
+		for _, g := range s.Grants[c] {
+			for _, a := range g.Actions {
+				if strings.HasPrefix(a, "sqs:") && (len(g.Resources) != 1 || fmt.Sprint(s.Stack.Resolve(g.Resources[0])) != queue(c)) {
+					t.Errorf("%s's grant %s: %s on %v, want its own failure queue only", c, g.Sid, a, g.Resources)
+				}
+			}
+		}
 	}
 }
 
 func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
-	_, tmpl, j := synth(t)
+	s, tmpl, j := synth(t)
 	alarms := resources(j, "AWS::CloudWatch::Alarm")
 	byName := map[string]map[string]any{}
 	for _, r := range alarms {
@@ -361,11 +442,13 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 	for name, metric := range map[string]string{
 		"ProjectorIteratorAge": "IteratorAge", "KeycloakSyncIteratorAge": "IteratorAge",
 		"ProjectorDeadLetters": "DeadLetters", "KeycloakSyncDeadLetters": "DeadLetters", "ParkedTenant": "ParkedTenants",
-		"FailedBatches": "ApproximateNumberOfMessagesVisible", "CommandApi5xx": "5xx", "QueryApi5xx": "5xx",
+		"ProjectorFailedBatches": "NumberOfMessagesSent", "KeycloakSyncFailedBatches": "NumberOfMessagesSent",
+		"ProjectorFailuresUnrepaired": "ApproximateAgeOfOldestMessage", "KeycloakSyncFailuresUnrepaired": "ApproximateAgeOfOldestMessage",
+		"CommandApi5xx": "5xx", "QueryApi5xx": "5xx",
 		"CommandApiErrors": "Errors", "QueryApiErrors": "Errors", "ProjectorErrors": "Errors", "KeycloakSyncErrors": "Errors",
 		"CommandApiThrottles": "Throttles", "QueryApiThrottles": "Throttles", "ProjectorThrottles": "Throttles", "KeycloakSyncThrottles": "Throttles",
 		"ThrottledConfig": "", "ThrottledIdempotency": "",
-		"MappingsNotPolling": "MappingsNotPolling", "MappingCheckMissing": "MappingChecks",
+		"MappingsNotPolling": "MappingsNotPolling", "MappingCheckMissing": "MappingChecks", "TableQuota": "StageTables",
 	} {
 		p, ok := byName["ssodir-prod-"+name]
 		if !ok {
@@ -374,6 +457,15 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 		}
 		if metric != "" && p["MetricName"] != metric {
 			t.Errorf("%s: metric %v, want %s", name, p["MetricName"], metric)
+		}
+	}
+	// Each consumer's failure alarms watch its own queue.
+	for _, c := range Consumers {
+		q := map[string]any{"QueueName": map[string]any{"Fn::GetAtt": []any{lid(s, s.FailureQueues[c]), "QueueName"}}}
+		for _, name := range []string{id(c) + "FailedBatches", id(c) + "FailuresUnrepaired"} {
+			if d, _ := byName["ssodir-prod-"+name]["Dimensions"].([]any); len(d) != 1 || fmt.Sprint(d[0].(map[string]any)["Value"]) != fmt.Sprint(q["QueueName"]) {
+				t.Errorf("%s: dimensions %v, want %s's failure queue", name, d, c)
+			}
 		}
 	}
 	// Missing data: an idle stage publishes no IteratorAge (not breaching), but the mapping

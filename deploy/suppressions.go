@@ -42,10 +42,14 @@ func (s *Stage) suppressions() {
 				"Rotate on purpose: put a new secret value, then redeploy the functions (docs/aws.md)."),
 		}}, jsii.Bool(true))
 	}
-	cdknag.NagSuppressions_AddResourceSuppressions(s.StreamFailures, &[]*cdknag.NagPackSuppression{{
-		Id:     jsii.String("AwsSolutions-SQS3"),
-		Reason: jsii.String("This queue is itself the dead-letter destination of the event source mappings (failed batches' descriptions); an alarm fires on its first message."),
-	}}, jsii.Bool(true))
+	for _, c := range Consumers {
+		cdknag.NagSuppressions_AddResourceSuppressions(s.FailureQueues[c], &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-SQS3"),
+			Reason: jsii.String("This queue is itself the failure destination of the " + c + "'s stream mappings, read by the " + c +
+				" (which repairs the tenant); a message it cannot repair must come again until it can, not move on: " +
+				"an alarm fires on every message sent here, and on one left unrepaired for 15 minutes."),
+		}}, jsii.Bool(true))
+	}
 	for _, service := range []string{CommandAPI, QueryAPI} {
 		cdknag.NagSuppressions_AddResourceSuppressions(s.APIs[service], &[]*cdknag.NagPackSuppression{{
 			Id: jsii.String("AwsSolutions-APIG4"),

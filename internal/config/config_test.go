@@ -256,8 +256,11 @@ func TestLambdaModeNeedsBothConsumersAndValidARNs(t *testing.T) {
 	}
 	const proj, sync = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-projector", "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-keycloak-sync"
 	c, err := LoadCommandAPI(with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync,
-		"SSO_LAMBDA_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:failures"))
-	if err != nil || !c.Lambda.Enabled() || c.Lambda.ProjectorARN != proj || c.Lambda.FailureDestinationARN == "" {
+		"SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:projector-failures",
+		"SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:keycloak-sync-failures"))
+	if err != nil || !c.Lambda.Enabled() || c.Lambda.ProjectorARN != proj ||
+		c.Lambda.ProjectorFailureARN != "arn:aws:sqs:eu-west-1:123456789012:projector-failures" ||
+		c.Lambda.KeycloakSyncFailureARN != "arn:aws:sqs:eu-west-1:123456789012:keycloak-sync-failures" {
 		t.Fatalf("%+v, %v", c.Lambda, err)
 	}
 	if c, err := LoadCommandAPI(with()); err != nil || c.Lambda.Enabled() {
@@ -266,7 +269,12 @@ func TestLambdaModeNeedsBothConsumersAndValidARNs(t *testing.T) {
 	for name, env := range map[string]Env{
 		"only one consumer":      with("SSO_LAMBDA_PROJECTOR_ARN", proj),
 		"not a function ARN":     with("SSO_LAMBDA_PROJECTOR_ARN", "projector", "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync),
-		"not a queue or a topic": with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync, "SSO_LAMBDA_FAILURE_DESTINATION_ARN", "queue"),
+		"not a queue or a topic": with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync, "SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN", "queue"),
+		"one queue for both": with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync,
+			"SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:failures",
+			"SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:failures"),
+		"the shared destination of before": with("SSO_LAMBDA_PROJECTOR_ARN", proj, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN", sync,
+			"SSO_LAMBDA_FAILURE_DESTINATION_ARN", "arn:aws:sqs:eu-west-1:123456789012:failures"),
 	} {
 		if _, err := LoadCommandAPI(env); err == nil || !strings.Contains(err.Error(), "SSO_LAMBDA_") {
 			t.Errorf("%s: %v, want an error naming the variable", name, err)

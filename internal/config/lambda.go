@@ -10,10 +10,14 @@ type Lambda struct {
 	// SSO_LAMBDA_KEYCLOAK_SYNC_ARN; both unset: the long-running consumers read the streams.
 	ProjectorARN    string
 	KeycloakSyncARN string
-	// FailureDestinationARN is SSO_LAMBDA_FAILURE_DESTINATION_ARN: an SQS queue or SNS
-	// topic the mappings send the description of a batch that kept failing to, after the
-	// function itself has stored its records as dead letters or could not (optional).
-	FailureDestinationARN string
+	// ProjectorFailureARN and KeycloakSyncFailureARN are
+	// SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN and
+	// SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN: the SQS queue (or SNS topic) each
+	// consumer's mappings send the description of records they gave up on to (optional).
+	// Each consumer has its own, which its function reads (esm.Recovery): an SQS message
+	// reaches only one consumer, so the two must differ.
+	ProjectorFailureARN    string
+	KeycloakSyncFailureARN string
 	// Endpoint is AWS_ENDPOINT_URL_LAMBDA, the SDK's standard override, read here only
 	// so that tests can point the control plane at a fake one.
 	Endpoint string
@@ -29,10 +33,14 @@ var (
 
 func (r *reader) lambda() Lambda {
 	l := Lambda{
-		ProjectorARN:          r.str("SSO_LAMBDA_PROJECTOR_ARN", ""),
-		KeycloakSyncARN:       r.str("SSO_LAMBDA_KEYCLOAK_SYNC_ARN", ""),
-		FailureDestinationARN: r.str("SSO_LAMBDA_FAILURE_DESTINATION_ARN", ""),
-		Endpoint:              r.str("AWS_ENDPOINT_URL_LAMBDA", ""),
+		ProjectorARN:           r.str("SSO_LAMBDA_PROJECTOR_ARN", ""),
+		KeycloakSyncARN:        r.str("SSO_LAMBDA_KEYCLOAK_SYNC_ARN", ""),
+		ProjectorFailureARN:    r.str("SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN", ""),
+		KeycloakSyncFailureARN: r.str("SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN", ""),
+		Endpoint:               r.str("AWS_ENDPOINT_URL_LAMBDA", ""),
+	}
+	if r.str("SSO_LAMBDA_FAILURE_DESTINATION_ARN", "") != "" {
+		r.fail("SSO_LAMBDA_FAILURE_DESTINATION_ARN: replaced by SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN and SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN, one queue per consumer")
 	}
 	for name, v := range map[string]string{"SSO_LAMBDA_PROJECTOR_ARN": l.ProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN": l.KeycloakSyncARN} {
 		if v != "" && !functionARNRE.MatchString(v) {
@@ -42,8 +50,14 @@ func (r *reader) lambda() Lambda {
 	if (l.ProjectorARN == "") != (l.KeycloakSyncARN == "") {
 		r.fail("SSO_LAMBDA_PROJECTOR_ARN and SSO_LAMBDA_KEYCLOAK_SYNC_ARN: set both (Lambda mode) or neither")
 	}
-	if l.FailureDestinationARN != "" && !destinationRE.MatchString(l.FailureDestinationARN) {
-		r.fail("SSO_LAMBDA_FAILURE_DESTINATION_ARN: %q is not an SQS queue or SNS topic ARN", l.FailureDestinationARN)
+	for name, v := range map[string]string{"SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN": l.ProjectorFailureARN,
+		"SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN": l.KeycloakSyncFailureARN} {
+		if v != "" && !destinationRE.MatchString(v) {
+			r.fail("%s: %q is not an SQS queue or SNS topic ARN", name, v)
+		}
+	}
+	if l.ProjectorFailureARN != "" && l.ProjectorFailureARN == l.KeycloakSyncFailureARN {
+		r.fail("SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN and SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN: the same queue; give each consumer its own (a message reaches only one)")
 	}
 	return l
 }

@@ -62,8 +62,11 @@ type Config struct {
 	// Functions are the ARNs of the functions each stream is mapped to (projector,
 	// keycloak-sync).
 	Functions []string
-	// FailureDestination is an SQS queue or SNS topic ARN; empty: none.
-	FailureDestination string
+	// FailureDestinations are the OnFailure destination (an SQS queue or SNS topic ARN) of
+	// each function's mappings, by function ARN; a function without one: none. Each
+	// consumer has its own: the function reads its queue (esm.Recovery), and an SQS message
+	// reaches only one consumer.
+	FailureDestinations map[string]string
 	// Pace is the calls a second this process makes (default DefaultPace).
 	Pace float64
 	Log  *zap.Logger
@@ -107,8 +110,8 @@ func (m *Mappings) Ensure(ctx context.Context, streamARN string) error {
 			MaximumBatchingWindowInSeconds: aws.Int32(0),
 			Enabled:                        aws.Bool(true),
 		}
-		if m.cfg.FailureDestination != "" {
-			in.DestinationConfig = &types.DestinationConfig{OnFailure: &types.OnFailure{Destination: aws.String(m.cfg.FailureDestination)}}
+		if dest := m.cfg.FailureDestinations[fn]; dest != "" {
+			in.DestinationConfig = &types.DestinationConfig{OnFailure: &types.OnFailure{Destination: aws.String(dest)}}
 		}
 		var out *lambda.CreateEventSourceMappingOutput
 		err := m.call(ctx, func(ctx context.Context) (err error) {

@@ -15,9 +15,10 @@ import (
 )
 
 const (
-	projectorARN = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-projector"
-	syncARN      = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-keycloak-sync"
-	queueARN     = "arn:aws:sqs:eu-west-1:123456789012:stream-failures"
+	projectorARN   = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-projector"
+	syncARN        = "arn:aws:lambda:eu-west-1:123456789012:function:ssodir-prod-keycloak-sync"
+	projectorQueue = "arn:aws:sqs:eu-west-1:123456789012:ssodir-prod-projector-stream-failures"
+	syncQueue      = "arn:aws:sqs:eu-west-1:123456789012:ssodir-prod-keycloak-sync-stream-failures"
 )
 
 func client(f *mappingstest.Fake) *lambda.Client {
@@ -32,7 +33,8 @@ func streamARN(table string, label int) string {
 func TestEveryTenantStreamGetsOneMappingPerFunctionWithTheSettingsOurOrderNeeds(t *testing.T) {
 	f := mappingstest.New()
 	defer f.Close()
-	m := mappings.New(client(f), mappings.Config{Functions: []string{projectorARN, syncARN}, FailureDestination: queueARN})
+	m := mappings.New(client(f), mappings.Config{Functions: []string{projectorARN, syncARN},
+		FailureDestinations: map[string]string{projectorARN: projectorQueue, syncARN: syncQueue}})
 	if err := m.Ensure(t.Context(), streamARN("p_s_t_user_commands", 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +49,50 @@ func TestEveryTenantStreamGetsOneMappingPerFunctionWithTheSettingsOurOrderNeeds(
 			!slices.Equal(g.FunctionResponseTypes, []string{"ReportBatchItemFailures"}) ||
 			g.MaximumRetryAttempts != mappings.MaximumRetryAttempts || g.MaximumRetryAttempts < 0 ||
 			g.MaximumRecordAgeInSeconds != mappings.MaximumRecordAgeSeconds || g.MaximumRecordAgeInSeconds < 0 ||
-			g.OnFailure != queueARN || g.BatchSize != mappings.BatchSize {
+			g.BatchSize != mappings.BatchSize {
 			t.Errorf("mapping %+v", g)
 		}
 	}
 	slices.Sort(fns)
 	if !slices.Equal(fns, []string{syncARN, projectorARN}) {
 		t.Errorf("functions %v", fns)
+	}
+}
+
+// Each consumer's mappings send what they give up to that consumer's own queue, which its
+// function reads (an SQS message reaches one consumer only); a function without one gets none.
+func TestEachConsumersMappingsFailToItsOwnQueue(t *testing.T) {
+	f := mappingstest.New()
+	defer f.Close()
+	m := mappings.New(client(f), mappings.Config{Functions: []string{projectorARN, syncARN},
+		FailureDestinations: map[string]string{projectorARN: projectorQueue, syncARN: syncQueue}})
+	for i := range 2 {
+		if err := m.Ensure(t.Context(), streamARN(fmt.Sprintf("p_s_t%d_user_commands", i), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{projectorARN: projectorQueue, syncARN: syncQueue}
+	got := f.Mappings()
+	if len(got) != 4 {
+		t.Fatalf("%d mappings, want 4", len(got))
+	}
+	for _, g := range got {
+		if g.OnFailure != want[g.FunctionArn] {
+			t.Errorf("mapping of %s to %s fails to %q, want %q", g.EventSourceArn, g.FunctionArn, g.OnFailure, want[g.FunctionArn])
+		}
+	}
+
+	f2 := mappingstest.New()
+	defer f2.Close()
+	only := mappings.New(client(f2), mappings.Config{Functions: []string{projectorARN, syncARN},
+		FailureDestinations: map[string]string{projectorARN: projectorQueue}})
+	if err := only.Ensure(t.Context(), streamARN("p_s_t_user_commands", 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range f2.Mappings() {
+		if w := map[string]string{projectorARN: projectorQueue}[g.FunctionArn]; g.OnFailure != w {
+			t.Errorf("mapping to %s fails to %q, want %q", g.FunctionArn, g.OnFailure, w)
+		}
 	}
 }
 

@@ -18,5 +18,6 @@ func NewMappings(awsCfg aws.Config, c config.Lambda, log *zap.Logger) *mappings.
 		}
 	})
 	return mappings.New(client, mappings.Config{Functions: []string{c.ProjectorARN, c.KeycloakSyncARN},
-		FailureDestination: c.FailureDestinationARN, Log: log.Named("mappings")})
+		FailureDestinations: map[string]string{c.ProjectorARN: c.ProjectorFailureARN, c.KeycloakSyncARN: c.KeycloakSyncFailureARN},
+		Log:                 log.Named("mappings")})
 }

@@ -29,9 +29,10 @@ import (
 // The consumer functions as deploy/ names them in its test stage (prod), so that the
 // least-privilege test can hold the recorded mapping calls to the stage's grants.
 const (
-	e2eProjectorARN = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-projector"
-	e2eSyncARN      = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-keycloak-sync"
-	e2eFailuresARN  = "arn:aws:sqs:us-east-1:123456789012:ssodir-prod-stream-failures"
+	e2eProjectorARN         = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-projector"
+	e2eSyncARN              = "arn:aws:lambda:us-east-1:123456789012:function:ssodir-prod-keycloak-sync"
+	e2eProjectorFailuresARN = "arn:aws:sqs:us-east-1:123456789012:ssodir-prod-projector-stream-failures"
+	e2eSyncFailuresARN      = "arn:aws:sqs:us-east-1:123456789012:ssodir-prod-keycloak-sync-stream-failures"
 )
 
 // lambdaStage is a stage in Lambda mode: the command API and query API as functions behind
@@ -51,7 +52,8 @@ func newLambdaStage(t *testing.T) *lambdaStage {
 	s := &lambdaStage{e: e, controlPlane: mappingstest.New()}
 	t.Cleanup(s.controlPlane.Close)
 	commandVars := []string{"SSO_LAMBDA_PROJECTOR_ARN=" + e2eProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN=" + e2eSyncARN,
-		"SSO_LAMBDA_FAILURE_DESTINATION_ARN=" + e2eFailuresARN, "AWS_ENDPOINT_URL_LAMBDA=" + s.controlPlane.URL}
+		"SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN=" + e2eProjectorFailuresARN,
+		"SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN=" + e2eSyncFailuresARN, "AWS_ENDPOINT_URL_LAMBDA=" + s.controlPlane.URL}
 	s.commandFn = e.startFunction("command-api", commandVars...)
 	// Lambda runs concurrent requests in environments of their own: three here, for the
 	// workloads' concurrent clients.
@@ -128,7 +130,7 @@ func projectorFunctionSurvivesKills(t *testing.T) {
 		if m.EventSourceArn != p.StreamARN || m.StartingPosition != "TRIM_HORIZON" || m.ParallelizationFactor != 1 ||
 			!m.BisectBatchOnFunctionError || !slices.Equal(m.FunctionResponseTypes, []string{"ReportBatchItemFailures"}) ||
 			m.MaximumRetryAttempts != mappings.MaximumRetryAttempts || m.MaximumRecordAgeInSeconds != mappings.MaximumRecordAgeSeconds ||
-			m.OnFailure != e2eFailuresARN {
+			m.OnFailure != map[string]string{e2eProjectorARN: e2eProjectorFailuresARN, e2eSyncARN: e2eSyncFailuresARN}[m.FunctionArn] {
 			t.Errorf("mapping %+v", m)
 		}
 	}
