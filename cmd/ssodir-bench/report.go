@@ -190,7 +190,7 @@ func (r *report) writeJSON(path string) error {
 }
 
 // shown are the keys the table prints, in order.
-var shown = []string{"per_s", "p50_ms", "p99_ms", "max_ms", "wall_s", "reads_per_batch", "items"}
+var shown = []string{"per_s", "p50_ms", "p99_ms", "max_ms", "wall_s", "reads_per_batch", "reads_per_record", "items"}
 
 func describe(m map[string]float64, unit string) string {
 	var parts []string

@@ -409,14 +409,27 @@ ssodirctl groups members list admins -o json`)
 	if err := json.Unmarshal([]byte(admins), &members); err != nil || len(members) != 2 || members[0].Username != "asmith" || members[1].Username != "cjones" {
 		t.Errorf("admins are %s (%v), want asmith and cjones", admins, err)
 	}
-	scimUser := d.shell(t, `export SSODIR_TOKEN=$(cat .data/dev-token) SSODIR_SYSTEM=demo SSODIR_TENANT=acme
+	// The list reads the view, which the projector brings to the deactivation shortly after
+	// the PATCH answered: ask again for a while.
+	var (
+		scimUser string
+		made     []struct {
+			Username string
+			IsActive bool `json:"is_active"`
+		}
+		listErr error
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		scimUser = d.shell(t, `export SSODIR_TOKEN=$(cat .data/dev-token) SSODIR_SYSTEM=demo SSODIR_TENANT=acme
 ssodirctl users list --email kwong@example.com -o json`)
-	var made []struct {
-		Username string
-		IsActive bool `json:"is_active"`
+		made = nil
+		listErr = json.Unmarshal([]byte(scimUser), &made)
+		if listErr == nil && len(made) == 1 && !made[0].IsActive || time.Now().After(deadline) {
+			break
+		}
 	}
-	if err := json.Unmarshal([]byte(scimUser), &made); err != nil || len(made) != 1 || made[0].Username != "kwong@example.com" || made[0].IsActive {
-		t.Errorf("the user the README's SCIM block made and deactivated is %s (%v)", scimUser, err)
+	if listErr != nil || len(made) != 1 || made[0].Username != "kwong@example.com" || made[0].IsActive {
+		t.Errorf("the user the README's SCIM block made and deactivated is %s (%v)", scimUser, listErr)
 	}
 
 	first.interrupt(t)

@@ -1100,20 +1100,6 @@ async function groupPage(t, name, params, signal) {
   } }, h('h2', {}, 'Edit'), groupFields(g), h('div', { class: 'actions' },
     h('button', { type: 'submit', class: 'primary' }, 'Save'),
     h('button', { type: 'button', onclick: () => { editForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
-  const renameForm = h('form', { id: 'rename-form', hidden: true, novalidate: true, onsubmit: async (ev) => {
-    ev.preventDefault();
-    const username = renameForm.elements.username.value.trim().toLowerCase();
-    await perform(renameForm, what, async () => {
-      const res = await t.renameUser(u.username, u.version, username);
-      // The person now lives under the new name: show that page, read at the new version.
-      setReadAfter(`user:${username}`, res.version);
-      pendingFlash = `Renamed from ${u.username}.`;
-      go(tenantHash(t, 'users', username));
-    });
-  } }, h('h2', {}, 'Rename'), field('New username', h('input', { name: 'username', autocomplete: 'off', value: u.username }),
-    'The same person: memberships, history and the Keycloak user follow; the old name becomes free.'),
-  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'save-rename' }, 'Rename'),
-    h('button', { type: 'button', onclick: () => { renameForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
   const delBox = h('div', { hidden: true, id: 'delete-confirm', role: 'group', 'aria-label': 'Confirm delete' },
     h('p', {}, h('strong', {}, `Delete ${g.name}?`), ' Its memberships go with it.'),
     h('div', { class: 'actions' },
