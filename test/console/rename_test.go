@@ -34,6 +34,6 @@ func TestConsoleRenamesAUser(t *testing.T) {
 		click("#rename-user"), setValue(`#rename-form [name="username"]`, "bob"),
 		click(`#rename-form button[type="submit"]`), waitFor(`#rename-form [name="username"][aria-invalid="true"]`))
 	b.run(a, "the old name is not found",
-		goHash("#/t/demo/acme/users/ann"), waitText("main h1", "Not found"))
+		goHash("#/t/demo/acme/users/ann"), waitText("main h1", "No user"))
 	b.noErrors()
 }
