@@ -277,12 +277,18 @@ func TestOktaProvisioningFlow(t *testing.T) {
 func TestEntraProvisioningFlow(t *testing.T) {
 	t.Parallel()
 	_, kc, scimBase, queryBase, tokenID, scimToken := scimSetup(t)
+	// Entra changes a UPN when a person changes their name: the realm lets the sync rename
+	// the Keycloak user in place.
+	if err := kc.AllowEditUsername(realm, true); err != nil {
+		t.Fatal(err)
+	}
 	ids := replay(t, "entra.json", scimBase, scimToken)
 
-	const user = "test_user_ab6490ee@contoso.com"
+	const user = "renamed@contoso.com"
 	// Versions: the create, the update, the deactivation; the restore's update and
-	// activation (two commands: a profile change, then SetUserActive); the phone number.
-	u := viewUser(t, queryBase, user, 6)
+	// activation (two commands: a profile change, then SetUserActive); the phone number;
+	// the rename.
+	u := viewUser(t, queryBase, user, 7)
 	attrs := fmt.Sprint(u["attributes"])
 	if u["id"] != ids["u1"] || u["email"] != "updatedemail_ab6490ee@contoso.com" || u["first_name"] != "Ann" || u["last_name"] != "updatedFamilyName" ||
 		u["is_active"] != true || !strings.Contains(attrs, "scim.enterprise.department:[Engineering]") ||
@@ -297,7 +303,7 @@ func TestEntraProvisioningFlow(t *testing.T) {
 			fmt.Sprintf("Sales Team %v, manager %d, Temp %d", members, gone.status, temp.status)
 	})
 	wantActivity(t, queryBase, "user:"+user, tokenID,
-		"user.created", "user.updated", "user.deactivated", "user.updated", "user.activated", "user.updated")
+		"user.created", "user.updated", "user.deactivated", "user.updated", "user.activated", "user.updated", "user.renamed")
 	eventually(t, 60*time.Second, "the realm to reflect Entra's provisioning", func() (bool, string) {
 		a, ag, ok := realmUser(kc, user)
 		if !ok || !a.Enabled || a.FirstName != "Ann" || !slices.Equal(ag, []string{"Sales Team"}) ||
