@@ -92,7 +92,7 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 	b.run(a, "an actor's name in a timeline opens everything that actor did, paged",
 		goHash("#/t/demo/acme/users/newbie"), waitText("#activity li:first-child", "Password changed"),
 		click("#activity li:first-child a.actor"),
-		waitText("#activity-scope", "Everything bootstrap did"),
+		waitText("#activity-scope", "Everything bootstrap (the development token) did"),
 		waitText("#tenant-activity li:first-child", "Deleted"), waitText("#tenant-activity li:first-child", "group ops team"),
 		poll(`(window.firstPage = document.querySelectorAll("#tenant-activity > li").length) > 0`),
 		click("#older"), poll(`document.querySelectorAll("#tenant-activity > li").length > window.firstPage`),
@@ -103,6 +103,6 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 	b.run(a, "a day that is not a date is refused next to the field",
 		goHash("#/t/demo/acme/activity?day=2026-13-45"), waitFor(`#activity-filter [name="day"][aria-invalid="true"]`))
 	b.run(a, "an unknown user's page says so",
-		goHash("#/t/demo/acme/users/ghost"), waitText("main h1", "Not found"), waitText("main", "user"))
+		goHash("#/t/demo/acme/users/ghost"), waitText("main h1", "No user “ghost”"), waitText("main", "never existed"))
 	b.noErrors()
 }
