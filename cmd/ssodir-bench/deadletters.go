@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
@@ -28,62 +25,6 @@ func deadLetterCount(sc scale) int {
 		return 10000
 	}
 	return 200
-}
-
-// batchReads counts the dead-letter store's reads: calls and the read capacity they consumed.
-type batchReads struct {
-	*dynamodb.Client
-	mu           sync.Mutex
-	calls, units float64
-}
-
-func (c *batchReads) add(cc ...types.ConsumedCapacity) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	for _, x := range cc {
-		c.units += aws.ToFloat64(x.CapacityUnits)
-	}
-}
-
-func (c *batchReads) take() (calls, units float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls, units, c.calls, c.units = c.calls, c.units, 0, 0
-	return calls, units
-}
-
-func (c *batchReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.GetItem(ctx, in, o...)
-	if err == nil && out.ConsumedCapacity != nil {
-		c.add(*out.ConsumedCapacity)
-	} else {
-		c.add()
-	}
-	return out, err
-}
-
-func (c *batchReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.BatchGetItem(ctx, in, o...)
-	if err == nil {
-		c.add(out.ConsumedCapacity...)
-	} else {
-		c.add()
-	}
-	return out, err
-}
-
-func (c *batchReads) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.Query(ctx, in, o...)
-	if err == nil && out.ConsumedCapacity != nil {
-		c.add(*out.ConsumedCapacity)
-	} else {
-		c.add()
-	}
-	return out, err
 }
 
 // benchDeadLetters measures what a Lambda-mode batch (internal/esm) reads of the
@@ -112,7 +53,7 @@ func benchDeadLetters(ctx context.Context, b *bench, sc scale) ([]*result, error
 	system, tenant := benchSystem, benchTenant
 	table := e.names.Commands(system, tenant)
 	arn := "arn:aws:dynamodb:local:000000000000:table/" + table + "/stream/bench"
-	counter := &batchReads{Client: e.db}
+	counter := &dynamo.ReadMeter{Client: e.db}
 	dl := deadletters.New(counter, e.names.DeadLetters(), "projector")
 	batch := esm.New(esm.Config{Labels: e.names.ParseCommands, DeadLetters: dl, Handle: func(*message.Message) error { return nil }})
 	measure := func(seq0 int) (map[string]float64, error) {
@@ -123,13 +64,13 @@ func benchDeadLetters(ctx context.Context, b *bench, sc scale) ([]*result, error
 				Change: events.DynamoDBStreamRecord{SequenceNumber: fmt.Sprintf("%021d", seq0+i),
 					Keys: map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(agg), "sk": events.NewStringAttribute("config")}}})
 		}
-		counter.take()
+		counter.Take()
 		resp, err := batch.Handle(ctx, ev)
 		if err != nil || len(resp.BatchItemFailures) > 0 {
 			return nil, fmt.Errorf("batch: %+v, %v", resp, err)
 		}
-		calls, _ := counter.take()
-		return map[string]float64{"reads_per_batch": calls}, nil
+		calls, _ := counter.Take()
+		return map[string]float64{"reads_per_batch": float64(calls)}, nil
 	}
 	var empty []map[string]float64
 	for rep := range sc.Reps {

@@ -11,73 +11,13 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/deadletters"
+	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/esm"
 	"github.com/ssodir/ssodir/internal/streams"
 )
-
-// readCounter wraps the real client and counts the dead-letter store's reads: calls and
-// the read capacity DynamoDB says they consumed.
-type readCounter struct {
-	*dynamodb.Client
-	mu    sync.Mutex
-	calls int
-	units float64
-}
-
-func (c *readCounter) add(cc ...types.ConsumedCapacity) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	for _, x := range cc {
-		c.units += aws.ToFloat64(x.CapacityUnits)
-	}
-}
-
-func (c *readCounter) take() (int, float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, u := c.calls, c.units
-	c.calls, c.units = 0, 0
-	return n, u
-}
-
-func (c *readCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.GetItem(ctx, in, o...)
-	if err == nil && out.ConsumedCapacity != nil {
-		c.add(*out.ConsumedCapacity)
-	} else {
-		c.add()
-	}
-	return out, err
-}
-
-func (c *readCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.BatchGetItem(ctx, in, o...)
-	if err == nil {
-		c.add(out.ConsumedCapacity...)
-	} else {
-		c.add()
-	}
-	return out, err
-}
-
-func (c *readCounter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.Query(ctx, in, o...)
-	if err == nil && out.ConsumedCapacity != nil {
-		c.add(*out.ConsumedCapacity)
-	} else {
-		c.add()
-	}
-	return out, err
-}
 
 // batchOf is an ESM batch of one record per aggregate of the fixture's table.
 func (f *fixture) batchOf(seq0 int, aggs ...string) events.DynamoDBEvent {
@@ -105,7 +45,7 @@ func (f *fixture) batchOf(seq0 int, aggs ...string) events.DynamoDBEvent {
 // batch's aggregates' markers and attempt counts, never a query of the table's dead letters.
 func TestABatchReadsTheSameWithNoneOrManyDeadLetters(t *testing.T) {
 	f := newFixture(t)
-	counter := &readCounter{Client: f.db}
+	counter := &dynamo.ReadMeter{Client: f.db}
 	dl := deadletters.New(counter, f.names.DeadLetters(), "projector")
 	b := esm.New(esm.Config{Labels: f.names.ParseCommands, DeadLetters: dl, Handle: f.handler, MaxAttempts: 3, Backoff: time.Millisecond})
 	aggs := make([]string, 60)
@@ -115,12 +55,12 @@ func TestABatchReadsTheSameWithNoneOrManyDeadLetters(t *testing.T) {
 
 	run := func(seq0 int) (int, float64) {
 		t.Helper()
-		counter.take()
+		counter.Take()
 		resp, err := b.Handle(t.Context(), f.batchOf(seq0, aggs...))
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v", resp, err)
 		}
-		return counter.take()
+		return counter.Take()
 	}
 	callsEmpty, unitsEmpty := run(1000)
 
