@@ -138,8 +138,9 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 			h.cfg.Park(msg, until)
 			return errParked
 		}
-		if perr != nil {
-			return h.parkOrGiveUp(msg, rec, perr)
+		var failed probeFailed
+		if errors.As(perr, &failed) {
+			return h.holdOrGiveUp(msg, rec, failed.err)
 		}
 		health.OK(ctx, rec.System, rec.Tenant)
 		return fmt.Errorf("the realm answers, but not for this record: %w", err)
@@ -153,12 +154,19 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 // parkOrGiveUp parks the record's tenant after its realm failed a probe with err, or gives
 // the record up when the tenant has been parked longer than ParkMax.
 func (h *Handler) parkOrGiveUp(msg *message.Message, rec streams.Record, err error) error {
-	until := h.cfg.Health.Failed(msg.Context(), rec.System, rec.Tenant, err, keycloak.RetryAfterOf(err))
+	h.cfg.Health.Failed(msg.Context(), rec.System, rec.Tenant, err, keycloak.RetryAfterOf(err))
+	return h.holdOrGiveUp(msg, rec, err)
+}
+
+// holdOrGiveUp holds the record of a tenant parked after err until its park's end, or
+// gives the record up when the tenant has been parked longer than ParkMax.
+func (h *Handler) holdOrGiveUp(msg *message.Message, rec streams.Record, err error) error {
 	if _, a := h.cfg.Health.admit(rec.System, rec.Tenant); a == admitGiveUp {
 		h.cfg.Health.gaveUp()
 		streams.GiveUp(msg)
 		return fmt.Errorf("%w: %w", errParkExpired, err)
 	}
+	until, _ := h.cfg.Health.Until(rec.System, rec.Tenant)
 	h.cfg.Park(msg, until)
 	return err
 }

@@ -3,6 +3,8 @@ package keycloaksync
 import (
 	"context"
 	"sync"
+
+	"github.com/ssodir/ssodir/internal/keycloak"
 )
 
 // probes lets one record at a time probe a tenant's realm after a failure that may be the
@@ -39,15 +41,30 @@ func (p *probes) begin(system, tenant string) (done func(), wait <-chan struct{}
 	}, ch, true
 }
 
+// probeFailed is a failed probe of the realm whose failure the tenant's health has already
+// counted (the tenant is parked).
+type probeFailed struct{ err error }
+
+func (p probeFailed) Error() string { return p.err.Error() }
+func (p probeFailed) Unwrap() error { return p.err }
+
 // probeAfterFailure asks the realm whether it answers after rec's failure, once for every
-// record of the tenant that failed meanwhile: nil when it answers, the probe's error when it
-// does not, and errParked for a record that waited on another's probe that parked the
+// record of the tenant that failed meanwhile: nil when it answers, probeFailed when it
+// does not (the tenant then parked), and errParked for a record that waited on another's probe that parked the
 // tenant (the caller holds it until the park's end, counting no further failure).
 func (h *Handler) probeAfterFailure(ctx context.Context, system, tenant string, probe func() error) error {
 	done, wait, ok := h.probes.begin(system, tenant)
 	if ok {
 		defer done()
-		return probe()
+		err := probe()
+		if err != nil {
+			// The park is recorded before the waiters wake (done), so that each of them
+			// finds the tenant parked and is held, rather than taking the realm for one
+			// that answers and failing as a record's own fault.
+			h.cfg.Health.Failed(ctx, system, tenant, err, keycloak.RetryAfterOf(err))
+			return probeFailed{err}
+		}
+		return nil
 	}
 	select {
 	case <-wait:
