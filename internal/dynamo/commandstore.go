@@ -490,3 +490,36 @@ func (s *CommandStore) LoadRecord(ctx context.Context, t commands.Tenant, kind e
 	}
 	return DecodeRecord(s.registry, item)
 }
+
+// GroupMembersUpTo are at most n of a group's memberships (in the order of their
+// usernames), read with Queries of at most n+1 items in all; more reports that the group
+// has more than n, so that a caller that would drop a list too long reads no more of it.
+func (s *CommandStore) GroupMembersUpTo(ctx context.Context, t commands.Tenant, key string, n int) (ms []commands.Membership, more bool, err error) {
+	if n < 0 {
+		n = 0
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table(t)),
+		KeyConditionExpression:    aws.String("id = :id AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(GroupID(key)), ":p": str(skMember)},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(n + 1)),
+	}
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, false, fmt.Errorf("query %s members: %w", GroupID(key), notFoundTenant(err))
+		}
+		for _, it := range res.Items {
+			if len(ms) == n {
+				return ms, true, nil
+			}
+			ms = append(ms, commands.Membership{GroupKey: key, Username: getS(it, "sk")[len(skMember):], UserID: getS(it, "user_id")})
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return ms, false, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+		in.Limit = aws.Int32(int32(n + 1 - len(ms)))
+	}
+}

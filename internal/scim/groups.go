@@ -39,12 +39,28 @@ func (s *server) members(cl *call, key string) ([]member, error) {
 	if err != nil {
 		return nil, err
 	}
+	return membersOf(ms), nil
+}
+
+func membersOf(ms []commands.Membership) []member {
 	out := make([]member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, member{id: m.UserID, username: m.Username})
 	}
 	slices.SortFunc(out, func(a, b member) int { return strings.Compare(a.username, b.username) })
-	return out, nil
+	return out
+}
+
+// inlineMembers are the members a group is answered with, read only while they fit what
+// is left of the answer's budget: a group too large for it costs the budget's reads (and
+// one), not its size, and is answered without members (inline false).
+func (s *server) inlineMembers(cl *call, key string, b *memberBudget) (ms []member, inline bool, err error) {
+	got, more, err := s.store.GroupMembersUpTo(cl.ctx, cl.tenant, key, b.left)
+	if err != nil || more {
+		return nil, false, err
+	}
+	b.left -= len(got)
+	return membersOf(got), true, nil
 }
 
 // renderLoaded renders a group, with its members when the projection wants them.
@@ -53,11 +69,11 @@ func (s *server) renderLoaded(cl *call, g events.Group, proj projection) (map[st
 	with := proj.wants("members")
 	if with {
 		var err error
-		if ms, err = s.members(cl, g.Key); err != nil {
+		if ms, with, err = s.inlineMembers(cl, g.Key, s.newMemberBudget()); err != nil {
 			return nil, err
 		}
 	}
-	return renderGroup(g, ms, with && s.newMemberBudget().take(len(ms)), cl.base), nil
+	return renderGroup(g, ms, with, cl.base), nil
 }
 
 // usernames resolves members' SCIM ids to usernames; an id that is no live user is an

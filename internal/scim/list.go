@@ -456,13 +456,15 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 	out := make([]any, 0, len(pg))
 	budget := s.newMemberBudget()
 	for _, h := range pg {
-		ms := h.members
+		ms, with := h.members, withMembers
 		if withMembers && !filterMembers {
-			if ms, err = s.members(cl, h.g.Key); err != nil {
+			if ms, with, err = s.inlineMembers(cl, h.g.Key, budget); err != nil {
 				return err
 			}
+		} else {
+			with = with && budget.take(len(ms))
 		}
-		out = append(out, q.proj.apply(renderGroup(h.g, ms, withMembers && budget.take(len(ms)), cl.base)))
+		out = append(out, q.proj.apply(renderGroup(h.g, ms, with, cl.base)))
 	}
 	return cl.writeList(q, len(found), out, next)
 }
@@ -481,12 +483,13 @@ func (s *server) renderGroups(cl *call, keys []string, withMembers bool, proj pr
 			continue
 		}
 		var ms []member
-		if withMembers {
-			if ms, err = s.members(cl, k); err != nil {
+		with := withMembers
+		if with {
+			if ms, with, err = s.inlineMembers(cl, k, budget); err != nil {
 				return nil, err
 			}
 		}
-		out = append(out, proj.apply(renderGroup(g.State, ms, withMembers && budget.take(len(ms)), cl.base)))
+		out = append(out, proj.apply(renderGroup(g.State, ms, with, cl.base)))
 	}
 	return out, nil
 }

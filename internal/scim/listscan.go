@@ -200,11 +200,12 @@ func (s *server) scanGroups(cl *call, q listQuery) error {
 				with := withMembers
 				if with && !filterMembers {
 					var err error
-					if ms, err = s.members(cl, g.State.Key); err != nil {
+					if ms, with, err = s.inlineMembers(cl, g.State.Key, budget); err != nil {
 						return nil, err
 					}
+				} else {
+					with = with && budget.take(len(ms))
 				}
-				with = with && budget.take(len(ms))
 				return q.proj.apply(renderGroup(g.State, ms, with, cl.base)), nil
 			})
 			if stop || err != nil {

@@ -36,6 +36,7 @@ type Store interface {
 	UserByEmail(ctx context.Context, t commands.Tenant, email string) (username string, ok bool, err error)
 	LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error)
 	LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error)
+	GroupMembersUpTo(ctx context.Context, t commands.Tenant, key string, n int) ([]commands.Membership, bool, error)
 }
 
 // Deps are what the SCIM port needs. Every field but Log is required.
