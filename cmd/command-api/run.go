@@ -17,6 +17,7 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/httpapi"
+	"github.com/ssodir/ssodir/internal/keycloak"
 	"github.com/ssodir/ssodir/internal/openapi"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/scim"
@@ -176,6 +177,13 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		ScimTokens:   scimTokens, ScimTokenHasher: scimHasher,
 		Log:     log.Named("commands"),
 		Context: ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
+		RealmCheck: func(ctx context.Context, k commands.KeycloakSettings) string {
+			got, err := keycloak.CheckUsernameChanges(ctx, k.URL, k.Realm, k.ClientID, k.ClientSecret)
+			if err != nil {
+				log.Info("PUT /keycloak could not read the realm's settings", zap.String("realm", k.Realm), zap.Error(err))
+			}
+			return string(got)
+		},
 	})
 	scim.Register(e, scim.Deps{
 		Auth:       authn,

@@ -30,6 +30,8 @@ type tenantStatus struct {
 	ParkedSince     string `json:"parked_since,omitempty"`
 	ParkedReason    string `json:"parked_reason,omitempty"`
 	DeadLetters     int    `json:"dead_letters"`
+	// UsernameChanges: whether the realm lets renames through (allowed, refused, unknown).
+	UsernameChanges string `json:"username_changes,omitempty"`
 }
 
 // processName names this process in the status table (who saw a realm fail).
@@ -83,7 +85,7 @@ func (a *app) status(ctx context.Context, args []string, stdout io.Writer) error
 		out = append(out, tenantStatus{Tenant: key, LastReconcileAt: r.LastReconcileAt, LastSuccessAt: r.LastSuccessAt,
 			LastError: r.LastError, DriftFound: r.DriftFound, DriftRepaired: r.DriftRepaired, Stale: r.Stale,
 			Conflicts: r.Conflicts, Parked: r.ParkedNow(time.Now()), ParkedSince: r.ParkedSince, ParkedReason: r.ParkedReason,
-			DeadLetters: dead[key]})
+			DeadLetters: dead[key], UsernameChanges: r.UsernameChanges})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })
 	if *output == "json" {
@@ -95,7 +97,7 @@ func (a *app) status(ctx context.Context, args []string, stdout io.Writer) error
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tLAST RECONCILE\tRESULT\tDRIFT FOUND\tREPAIRED\tSTALE\tCONFLICTS\tPARKED\tDEAD LETTERS")
+	fmt.Fprintln(tw, "TENANT\tLAST RECONCILE\tRESULT\tDRIFT FOUND\tREPAIRED\tSTALE\tCONFLICTS\tPARKED\tDEAD LETTERS\tRENAMES")
 	now := time.Now()
 	for _, s := range out {
 		result := "ok"
@@ -109,8 +111,15 @@ func (a *app) status(ctx context.Context, args []string, stdout io.Writer) error
 		if s.Parked {
 			parked = "since " + ago(s.ParkedSince, now) + ": " + shorten(s.ParkedReason, 60)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Tenant, ago(s.LastReconcileAt, now), result,
-			s.DriftFound, s.DriftRepaired, s.Stale, s.Conflicts, parked, s.DeadLetters)
+		renames := s.UsernameChanges
+		switch renames {
+		case "":
+			renames = "-"
+		case "refused":
+			renames = "refused: turn on Edit username"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Tenant, ago(s.LastReconcileAt, now), result,
+			s.DriftFound, s.DriftRepaired, s.Stale, s.Conflicts, parked, s.DeadLetters, renames)
 	}
 	return tw.Flush()
 }

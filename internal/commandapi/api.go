@@ -61,6 +61,10 @@ type Deps struct {
 	// (0: 5s); ProvisionResume how often tenants left provisioning are looked for (0: 30s;
 	// negative: never, as in Lambda mode, where a scheduled task looks).
 	ProvisionWait, ProvisionResume time.Duration
+	// RealmCheck reads a realm's settings with the Keycloak settings PUT /keycloak was
+	// given and says whether the realm lets usernames change ("allowed", "refused" or
+	// "unknown"); nil: PUT /keycloak does not ask.
+	RealmCheck func(ctx context.Context, k commands.KeycloakSettings) string
 }
 
 type api struct {
@@ -84,6 +88,7 @@ type api struct {
 	provision      *provisioner
 	updateKeycloak commands.UpdateKeycloakHandler
 	scimTokens     commands.ScimTokenHandlers
+	realmCheck     func(ctx context.Context, k commands.KeycloakSettings) string
 }
 
 // Register adds the command API's routes to e. Every dependency is required.
@@ -114,6 +119,7 @@ func Register(e *echo.Echo, d Deps) {
 		provision:      newProvisioner(d),
 		updateKeycloak: commands.NewUpdateKeycloakHandler(d.Tenants, d.Secrets, d.Clock),
 		scimTokens:     commands.NewScimTokenHandlers(d.ScimTokens, d.Tenants, d.ScimTokenHasher, d.Clock, uuid.NewString),
+		realmCheck:     d.RealmCheck,
 	}
 	admin := httpapi.RequireScope(d.Auth, auth.ScopeTenantsAdmin)
 	e.POST("/v1/systems/:system/tenants", a.postTenant, admin)

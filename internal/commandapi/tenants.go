@@ -265,13 +265,26 @@ func (a *api) putKeycloak(c echo.Context) error {
 	if err := httpapi.DecodeJSON(c, &b); err != nil {
 		return err
 	}
-	rec, err := a.updateKeycloak.Handle(c.Request().Context(), commands.UpdateKeycloak{System: system, Tenant: tenant, Keycloak: *b.settings()})
+	settings := *b.settings()
+	rec, err := a.updateKeycloak.Handle(c.Request().Context(), commands.UpdateKeycloak{System: system, Tenant: tenant, Keycloak: settings})
 	if err != nil {
 		return err
 	}
 	setTenantHeaders(c, rec)
-	return c.JSON(http.StatusOK, toTenantJSON(rec))
+	out := toTenantJSON(rec)
+	if a.realmCheck != nil && out.Keycloak != nil {
+		// Whether the realm will take a rename: with "Edit username" off (Keycloak's
+		// default) every rename waits as a dead letter until an administrator turns it on.
+		ctx, cancel := context.WithTimeout(c.Request().Context(), realmCheckTimeout)
+		out.Keycloak.UsernameChanges = a.realmCheck(ctx, settings)
+		cancel()
+	}
+	return c.JSON(http.StatusOK, out)
 }
+
+// realmCheckTimeout bounds PUT /keycloak's read of the realm's settings; a realm that
+// does not answer in time leaves username_changes unknown.
+const realmCheckTimeout = 5 * time.Second
 
 func toTenantJSON(rec commands.TenantRecord) objects.Tenant {
 	out := objects.Tenant{SystemID: rec.System, TenantID: rec.ID, Status: rec.Status,

@@ -50,6 +50,10 @@ type SyncStatus struct {
 	// ParkedUntil is when the park lapses unless the process that parked renews it (each
 	// failed probe does): a park whose process died stops counting then.
 	ParkedUntil string `dynamodbav:"parked_until,omitempty"`
+
+	// UsernameChanges is whether the realm lets usernames change (keycloak.UsernameChanges:
+	// allowed, refused or unknown), as the last reconcile read it from the realm's settings.
+	UsernameChanges string `dynamodbav:"username_changes,omitempty"`
 }
 
 // ReconcileOutcome is what one reconcile of a tenant found and did.
@@ -57,6 +61,8 @@ type ReconcileOutcome struct {
 	At                                          time.Time
 	Err                                         error
 	DriftFound, DriftRepaired, Stale, Conflicts int
+	// UsernameChanges is what the realm's settings say of renames ("" when not read).
+	UsernameChanges string
 }
 
 // SyncStatuses reads and writes `{p}_keycloak_sync_status`.
@@ -97,6 +103,10 @@ func (s *SyncStatuses) RecordReconcile(ctx context.Context, system, tenant strin
 		":stale": num(int64(o.Stale)), ":conflicts": num(int64(o.Conflicts)),
 	}
 	expr := "SET last_reconcile_at = :at, drift_found = :found, drift_repaired = :repaired, stale = :stale, conflicts = :conflicts"
+	if o.UsernameChanges != "" {
+		values[":uc"] = str(o.UsernameChanges)
+		expr += ", username_changes = :uc"
+	}
 	if o.Err != nil {
 		values[":err"] = str(truncateText(o.Err.Error(), 1000))
 		expr += ", last_error = :err"

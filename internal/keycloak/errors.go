@@ -35,6 +35,13 @@ var (
 	// error-user-attribute-read-only): its "Edit username" setting (editUsernameAllowed)
 	// is off, as it is by default.
 	ErrUsernameReadOnly = errors.New("keycloak: the realm does not allow editing usernames (editUsernameAllowed is off)")
+	// ErrUsernameRefused: the realm's user profile refuses a username (400
+	// error-invalid-length or error-username-invalid-character on username). Keycloak's
+	// default profile wants 3–255 characters, while the directory allows 1–255 (API.md):
+	// a realm that keeps the default refuses 1–2 character usernames.
+	ErrUsernameRefused = errors.New("keycloak: the realm's user profile refuses the username " +
+		"(Keycloak's default wants at least 3 characters; the directory allows 1): lower the minimum of " +
+		"the username's length validator (Realm settings > User profile > username), then re-drive")
 	// ErrSafetyValve: a reconcile plan would delete more of the realm's managed users or
 	// groups than PlanOptions allow; nothing was applied.
 	ErrSafetyValve = errors.New("keycloak: safety valve")
@@ -75,6 +82,9 @@ func (e *StatusError) Is(target error) bool {
 		return e.StatusCode == http.StatusUnauthorized
 	case ErrForbidden:
 		return e.StatusCode == http.StatusForbidden
+	case ErrUsernameRefused:
+		return e.StatusCode == http.StatusBadRequest &&
+			(e.Message == "username: error-invalid-length" || e.Message == "username: error-username-invalid-character")
 	case ErrUsernameReadOnly:
 		// Keycloak names the field: "username: error-user-attribute-read-only" (client.go).
 		return e.StatusCode == http.StatusBadRequest &&

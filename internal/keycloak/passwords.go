@@ -84,6 +84,9 @@ func (s *Syncer) UpsertUserPassword(ctx context.Context, du DirectoryUser, pw *P
 		id, _, err := s.c.createManagedUser(ctx, want)
 		s.c.metrics.operation(string(ActionCreateUser), err)
 		if err != nil {
+			if errors.Is(err, ErrUsernameRefused) {
+				return fmt.Errorf("keycloak: create user %s: %w: %w", du.ID, ErrUsernameRefused, err)
+			}
 			if errors.Is(err, ErrConflict) {
 				return fmt.Errorf("keycloak: create user %s: its username or email is held by another Keycloak user, left untouched: %w", du.Username, err)
 			}
@@ -121,6 +124,9 @@ func (s *Syncer) UpsertUserPassword(ctx context.Context, du DirectoryUser, pw *P
 			// realm allows it, as a dead letter once its retries are spent.
 			return fmt.Errorf("keycloak: rename user %s in place: %w (enable Realm settings > General > Edit username, then re-drive): %w",
 				du.ID, ErrUsernameReadOnly, err)
+		}
+		if err != nil && errors.Is(err, ErrUsernameRefused) {
+			return fmt.Errorf("keycloak: rename user %s: %w: %w", du.ID, ErrUsernameRefused, err)
 		}
 		if err != nil {
 			return err

@@ -108,6 +108,12 @@ func (r *Reconciler) Tenant(ctx context.Context, row dynamo.Tenant, opts Options
 	if opts.DryRun {
 		return plan, err
 	}
+	// Whether the realm lets a rename through, for the tenant's status: a realm that
+	// refuses holds every rename as a dead letter until "Edit username" is turned on.
+	changes, uerr := realm.Client.UsernameChanges(ctx)
+	if uerr != nil {
+		r.cfg.Log.Info("could not read the realm's settings", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(uerr))
+	}
 	var res keycloak.ApplyResult
 	if err == nil {
 		for _, a := range plan.Actions {
@@ -126,15 +132,15 @@ func (r *Reconciler) Tenant(ctx context.Context, row dynamo.Tenant, opts Options
 	if err == nil {
 		r.lastSuccess.WithLabelValues(row.SystemID, row.TenantID).SetToCurrentTime()
 	}
-	r.record(ctx, row, plan, res, err)
+	r.record(ctx, row, plan, res, err, changes)
 	return plan, err
 }
 
-func (r *Reconciler) record(ctx context.Context, row dynamo.Tenant, plan *keycloak.Plan, res keycloak.ApplyResult, err error) {
+func (r *Reconciler) record(ctx context.Context, row dynamo.Tenant, plan *keycloak.Plan, res keycloak.ApplyResult, err error, changes keycloak.UsernameChanges) {
 	if r.cfg.Statuses == nil {
 		return
 	}
-	o := dynamo.ReconcileOutcome{At: time.Now(), Err: err, DriftRepaired: res.Applied, Stale: res.Stale}
+	o := dynamo.ReconcileOutcome{At: time.Now(), Err: err, DriftRepaired: res.Applied, Stale: res.Stale, UsernameChanges: string(changes)}
 	if plan != nil {
 		o.DriftFound, o.Conflicts = len(plan.Actions), len(plan.Conflicts)
 	}

@@ -54,6 +54,9 @@ type Keycloak struct {
 	Realm    string `json:"realm"`
 	ClientID string `json:"client_id"`
 	OnDelete string `json:"on_delete"`
+	// UsernameChanges is in PUT /keycloak's answer only: whether the realm lets usernames
+	// change (allowed, refused — "Edit username" is off — or unknown).
+	UsernameChanges string `json:"username_changes,omitempty"`
 }
 
 // TimeFormat is API.md's timestamp: RFC 3339, UTC, milliseconds.

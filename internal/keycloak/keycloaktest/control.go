@@ -45,6 +45,33 @@ func (s *Server) AllowEditUsername(realmName string, allowed bool) error {
 	return nil
 }
 
+// SetViewRealm gives the realm's service account view-realm (the default) or takes it
+// away: without it the realm representation holds only the realm's name.
+func (s *Server) SetViewRealm(realmName string, allowed bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	r.noViewRealm = !allowed
+	return nil
+}
+
+// SetUsernameMinLength sets the minimum of the realm's username length validator, as an
+// administrator edits it in Realm settings > User profile (Keycloak's default is 3): a
+// shorter username is then refused with 400 error-invalid-length. 0 checks no minimum.
+func (s *Server) SetUsernameMinLength(realmName string, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.realmFor(realmName)
+	if err != nil {
+		return err
+	}
+	r.usernameMinLength = n
+	return nil
+}
+
 // AllowDuplicateEmails turns on the realm setting duplicateEmailsAllowed: from then on
 // several users may share an email (a realm cannot go back while they do).
 func (s *Server) AllowDuplicateEmails(realmName string) error {

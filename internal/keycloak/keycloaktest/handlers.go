@@ -33,6 +33,7 @@ var routeSegments = func() [][]string {
 
 var routes = []route{
 	{http.MethodPost, "/realms/{realm}/protocol/openid-connect/token", nil},
+	{http.MethodGet, "/admin/realms/{realm}", (*Server).getRealm},
 	{http.MethodGet, "/admin/realms/{realm}/users", (*Server).listUsers},
 	{http.MethodPost, "/admin/realms/{realm}/users", (*Server).createUserAPI},
 	{http.MethodGet, "/admin/realms/{realm}/users/count", (*Server).countUsers},

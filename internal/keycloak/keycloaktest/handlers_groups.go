@@ -131,3 +131,17 @@ func (s *Server) groupMembers(c *call) *apiError {
 	writeJSON(c.w, http.StatusOK, out)
 	return nil
 }
+
+// getRealm is the realm representation (GET /admin/realms/{realm}): the settings the double
+// models, or only the name for a service account without view-realm.
+func (s *Server) getRealm(c *call) *apiError {
+	r := c.realm
+	if r.noViewRealm {
+		writeJSON(c.w, http.StatusOK, map[string]any{"realm": r.name})
+		return nil
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{"id": r.name, "realm": r.name, "enabled": true,
+		"editUsernameAllowed": r.editUsername, "duplicateEmailsAllowed": r.duplicateEmails,
+		"registrationEmailAsUsername": false, "loginWithEmailAllowed": true})
+	return nil
+}

@@ -76,6 +76,12 @@ type realm struct {
 	// editUsername is the realm setting editUsernameAllowed (off by default, as in
 	// Keycloak): without it a PUT that changes a username is refused.
 	editUsername bool
+	// noViewRealm: the realm's service account lacks view-realm, so GET /admin/realms/{realm}
+	// answers only the realm's name, as Keycloak's RealmAdminResource.getRealm does.
+	noViewRealm bool
+	// usernameMinLength is the minimum of the user profile's length validator on username
+	// (Keycloak's default 3); 0: not checked.
+	usernameMinLength int
 
 	users       map[string]*user
 	byUsername  map[string]*user
@@ -171,7 +177,7 @@ func (r *realm) createUser(f userFields, created int64) (*user, *apiError) {
 		return nil, &apiError{http.StatusBadRequest, map[string]any{
 			"field": "username", "errorMessage": "error-user-attribute-required", "params": []string{"username"}}}
 	}
-	if err := usernameProblem(username); err != nil {
+	if err := usernameProblem(username, r.usernameMinLength); err != nil {
 		return nil, err
 	}
 	email := lower(f.email)
@@ -228,6 +234,11 @@ func (r *realm) replaceUser(u *user, f userFields) *apiError {
 		// Keycloak's UsernameMutationValidator: 400, the user unchanged.
 		return &apiError{http.StatusBadRequest, map[string]any{
 			"field": "username", "errorMessage": "error-user-attribute-read-only", "params": []string{"username"}}}
+	}
+	if username != u.username {
+		if err := usernameProblem(username, r.usernameMinLength); err != nil {
+			return err
+		}
 	}
 	email := lower(f.email)
 	if email != "" && !validEmail(email) {
