@@ -15,6 +15,8 @@ type dbCount struct {
 	mu    sync.Mutex
 	calls map[string]int
 	items int
+	// counted are the items COUNT Queries read without returning them.
+	counted int
 }
 
 func newDBCount() *dbCount { return &dbCount{calls: map[string]int{}} }
@@ -40,6 +42,9 @@ func (c *dbCount) record(op string, result any) {
 		}
 	case *dynamodb.QueryOutput:
 		c.items += len(r.Items)
+		if len(r.Items) == 0 {
+			c.counted += int(r.ScannedCount)
+		}
 	case *dynamodb.ScanOutput:
 		c.items += len(r.Items)
 	case *dynamodb.BatchGetItemOutput:
@@ -76,4 +81,11 @@ func (c *dbCount) since(calls map[string]int, items int) (map[string]int, int) {
 		}
 	}
 	return now, nowItems - items
+}
+
+// countedSoFar are the items COUNT Queries read so far.
+func (c *dbCount) countedSoFar() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counted
 }

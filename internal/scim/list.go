@@ -211,36 +211,15 @@ func (s *server) listUsersWith(cl *call, q listQuery) error {
 	if q.filter == nil && q.cursor != nil {
 		return s.usersByCursor(cl, q)
 	}
+	if q.filter == nil {
+		return s.usersByIndex(cl, q)
+	}
 	keys, indexed, err := s.userCandidates(cl, q.filter)
 	if err != nil {
 		return err
 	}
-	if !indexed && q.filter != nil {
-		return s.scanUsers(cl, q)
-	}
-	var ptrs []commands.Lookup
 	if !indexed {
-		if ptrs, err = s.allIDs(cl, events.KindUser); err != nil {
-			return err
-		}
-	}
-	if q.filter == nil {
-		// Every user: only the page is read.
-		pg, next, err := page(events.KindUser, q, ptrs, func(l commands.Lookup) string { return l.ID })
-		if err != nil {
-			return err
-		}
-		users, err := s.store.LoadUsers(cl.ctx, cl.tenant, keysOf(pg))
-		if err != nil {
-			return err
-		}
-		out := make([]any, 0, len(pg))
-		for _, p := range pg {
-			if u, ok := users[p.Key]; ok && u.Live() && u.State.ID == p.ID {
-				out = append(out, q.proj.apply(renderUser(u.State, cl.base)))
-			}
-		}
-		return cl.writeList(q, len(ptrs), out, next)
+		return s.scanUsers(cl, q)
 	}
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var found []events.User
@@ -288,12 +267,6 @@ func keysOf(ls []commands.Lookup) []string {
 		out[i] = l.Key
 	}
 	return out
-}
-
-func (s *server) allIDs(cl *call, kind events.AggregateKind) ([]commands.Lookup, error) {
-	var out []commands.Lookup
-	err := s.store.ListIDs(cl.ctx, cl.tenant, kind, "", func(l commands.Lookup) bool { out = append(out, l); return true })
-	return out, err
 }
 
 // userCandidates are the usernames a filter can match, when lookups can tell (indexed);
@@ -399,33 +372,19 @@ func (s *server) listGroupsWith(cl *call, q listQuery) error {
 	if q.filter == nil && q.cursor != nil {
 		return s.groupsByCursor(cl, q)
 	}
+	if q.filter == nil {
+		return s.groupsByIndex(cl, q)
+	}
 	keys, indexed, err := s.groupCandidates(cl, q.filter)
 	if err != nil {
 		return err
 	}
-	if !indexed && q.filter != nil {
-		return s.scanGroups(cl, q)
-	}
-	var ptrs []commands.Lookup
 	if !indexed {
-		if ptrs, err = s.allIDs(cl, events.KindGroup); err != nil {
-			return err
-		}
+		return s.scanGroups(cl, q)
 	}
 	withMembers := q.proj.wants("members")
 	filterMembers := mentions(q.filter, "members")
 	var found []groupHit
-	if q.filter == nil {
-		pg, next, err := page(events.KindGroup, q, ptrs, func(l commands.Lookup) string { return l.ID })
-		if err != nil {
-			return err
-		}
-		out, err := s.renderGroups(cl, keysOf(pg), withMembers, q.proj)
-		if err != nil {
-			return err
-		}
-		return cl.writeList(q, len(ptrs), out, next)
-	}
 	for chunk := range slices.Chunk(keys, loadChunk) {
 		groups, err := s.store.LoadGroups(cl.ctx, cl.tenant, chunk)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,7 @@ type Store interface {
 	LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error)
 	LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error)
 	GroupMembersUpTo(ctx context.Context, t commands.Tenant, key string, n int) ([]commands.Membership, bool, error)
+	CountIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (int, error)
 }
 
 // Deps are what the SCIM port needs. Every field but Log is required.
@@ -66,6 +68,9 @@ type server struct {
 	store  Store
 	gate   *commands.TenantGate
 	limits Limits
+	now    func() time.Time
+	// marks map index pages onto the ids they start after (listindex.go).
+	marks *bookmarks
 
 	createUser     commands.CreateUserHandler
 	updateUser     commands.UpdateUserHandler
@@ -96,6 +101,7 @@ func Register(e *echo.Echo, d Deps) {
 	cd := commands.Deps{Store: d.Store, Now: d.Clock, NewID: uuid.NewString, Log: d.Log}
 	s := &server{
 		auth: d.Auth, tokens: d.ScimTokens, store: d.Store, gate: d.Gate, limits: d.Limits,
+		now: d.Clock, marks: &bookmarks{},
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
 		updateUser:     commands.NewUpdateUserHandler(cd),
 		renameUser:     commands.NewRenameUserHandler(cd),

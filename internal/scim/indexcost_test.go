@@ -1,0 +1,154 @@
+package scim_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ssodir/ssodir/internal/scim"
+)
+
+// createUsers creates n users named prefix0000… through SCIM, by 8 clients at once.
+func (s *service) createUsers(t *testing.T, prefix string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				name := fmt.Sprintf("%s%04d", prefix, i)
+				body := jsonBody(map[string]any{"schemas": []string{scim.URNUser}, "userName": name,
+					"emails": []any{map[string]any{"value": name + "@example.com", "primary": true}}})
+				req, _ := http.NewRequest("POST", s.base+"/Users", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+s.token)
+				req.Header.Set("Content-Type", scim.MediaType)
+				res, err := http.DefaultClient.Do(req)
+				if err == nil {
+					res.Body.Close()
+					if res.StatusCode != http.StatusCreated {
+						err = fmt.Errorf("create %s: %d", name, res.StatusCode)
+					}
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestIndexPagesCostTheirPage: Okta pages GET /Users by startIndex. A walk of a large
+// tenant by 100 reads about its page's items on every page — the last no more than the
+// first — and counts the users once, on its first page; every page says the walk's
+// totalResults. Users created during the walk shift nothing: no user that existed is
+// repeated or skipped. A page the walk did not lead to (a jump) is still right.
+func TestIndexPagesCostTheirPage(t *testing.T) {
+	s := newService(t)
+	const n, per = 1000, 100
+	s.createUsers(t, "ix", n)
+	// The tenant's users in id order, by cursor.
+	var order []string
+	for cursor := ""; ; {
+		m := s.scim("GET", "/Users?count=500&cursor="+cursor, "").want(t, 200).obj(t)
+		for _, r := range m["Resources"].([]any) {
+			order = append(order, r.(map[string]any)["id"].(string))
+		}
+		next, ok := m["nextCursor"].(string)
+		if !ok {
+			break
+		}
+		cursor = next
+	}
+	if len(order) != n || !slices.IsSorted(order) {
+		t.Fatalf("the cursor walk found %d users (sorted: %v), want %d", len(order), slices.IsSorted(order), n)
+	}
+
+	var costs, countedPerPage []int
+	seen := map[string]int{}
+	for start, page := 1, 0; ; start, page = start+per, page+1 {
+		calls, items := s.db.snapshot()
+		counted := s.db.countedSoFar()
+		m := s.scim("GET", fmt.Sprintf("/Users?startIndex=%d&count=%d", start, per), "").want(t, 200).obj(t)
+		_, read := s.db.since(calls, items)
+		costs, countedPerPage = append(costs, read), append(countedPerPage, s.db.countedSoFar()-counted)
+		if m["totalResults"] != float64(n) || m["startIndex"] != float64(start) {
+			t.Fatalf("page at %d: totalResults %v, startIndex %v; want the walk's %d", start, m["totalResults"], m["startIndex"], n)
+		}
+		res := m["Resources"].([]any)
+		for _, r := range res {
+			seen[r.(map[string]any)["id"].(string)]++
+		}
+		// Users created during the walk fall into their places by id, and change nothing
+		// of it.
+		s.createUsers(t, fmt.Sprintf("new%02d-", page), 1)
+		if len(res) < per {
+			break
+		}
+	}
+	for _, id := range order {
+		if seen[id] != 1 {
+			t.Errorf("user %s seen %d times in the walk", id, seen[id])
+		}
+	}
+	first, last := costs[0], costs[len(costs)-2] // the last full page
+	for i, c := range costs {
+		if c > 2*per+2 {
+			t.Errorf("page %d read %d items, want at most %d (its lookups, its users, the token)", i+1, c, 2*per+2)
+		}
+	}
+	if last > first {
+		t.Errorf("items read per page %v: the last full page read more than the first", costs)
+	}
+	if countedPerPage[0] < n {
+		t.Errorf("the first page counted %d users, want the tenant's %d", countedPerPage[0], n)
+	}
+	for i, c := range countedPerPage[1:] {
+		if c != 0 {
+			t.Errorf("page %d counted the users again (%d read), want only the first to count", i+2, c)
+		}
+	}
+
+	// A jump: a startIndex no page led to reads its way there, and is right.
+	m := s.scim("GET", "/Users?startIndex=251&count=5&attributes=userName", "").want(t, 200).obj(t)
+	var got []string
+	for _, r := range m["Resources"].([]any) {
+		got = append(got, r.(map[string]any)["id"].(string))
+	}
+	// The users created during the walk have ids anywhere: the jump's page is the 251st
+	// to 255th of the tenant as it is now.
+	var now []string
+	for cursor := ""; ; {
+		m := s.scim("GET", "/Users?count=500&attributes=userName&cursor="+cursor, "").want(t, 200).obj(t)
+		for _, r := range m["Resources"].([]any) {
+			now = append(now, r.(map[string]any)["id"].(string))
+		}
+		next, ok := m["nextCursor"].(string)
+		if !ok {
+			break
+		}
+		cursor = next
+	}
+	if !slices.Equal(got, now[250:255]) || m["totalResults"] != float64(len(now)) {
+		t.Errorf("the jump to 251: %v of %v, want %v of %d", got, m["totalResults"], now[250:255], len(now))
+	}
+	// Past the end: no users, and the total.
+	m = s.scim("GET", fmt.Sprintf("/Users?startIndex=%d&count=5", len(now)+3), "").want(t, 200).obj(t)
+	if len(m["Resources"].([]any)) != 0 || m["totalResults"] != float64(len(now)) {
+		t.Errorf("past the end: %v", m)
+	}
+}

@@ -1,0 +1,151 @@
+package scim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// Index paging (startIndex and count, as Okta pages) of an unfiltered list costs its page,
+// like a cursor page: the page's id lookups are read from the previous page's last id on
+// (ExclusiveStartKey), in the order of the ids, which never change, so a user created or
+// deleted during a walk shifts nothing that the walk has not reached. startIndex is mapped
+// onto that id by a bookmark each page leaves for the next (startIndex+count), kept in the
+// process's memory for bookmarkTTL with the walk's totalResults. The total is counted once
+// per walk, on its first page (a COUNT Query over the id lookups: no items, a read unit per
+// 4 KB of them), and carried by the bookmarks, so a walk's later pages report the total
+// of its start. A page whose bookmark this process does not hold (another instance's walk,
+// a jump) reads the id lookups before it, and counts again.
+
+// bookmarkTTL is how long a page's bookmark waits for the next page.
+const bookmarkTTL = 15 * time.Minute
+
+// maxBookmarks bounds the bookmarks a process keeps (a few hundred bytes each).
+const maxBookmarks = 20_000
+
+type bookmarkKey struct {
+	scope string
+	kind  events.AggregateKind
+	index int
+}
+
+type bookmark struct {
+	after string
+	total int
+	until time.Time
+}
+
+type bookmarks struct {
+	mu    sync.Mutex
+	marks map[bookmarkKey]bookmark
+}
+
+func (b *bookmarks) get(k bookmarkKey, now time.Time) (bookmark, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.marks[k]
+	if !ok || !now.Before(m.until) {
+		return bookmark{}, false
+	}
+	return m, true
+}
+
+func (b *bookmarks) put(k bookmarkKey, m bookmark, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.marks == nil {
+		b.marks = map[bookmarkKey]bookmark{}
+	}
+	if len(b.marks) >= maxBookmarks {
+		for key, old := range b.marks {
+			if !now.Before(old.until) {
+				delete(b.marks, key)
+			}
+		}
+		// Still full: forget any, a walk that loses its bookmark reads its way back.
+		for key := range b.marks {
+			if len(b.marks) < maxBookmarks {
+				break
+			}
+			delete(b.marks, key)
+		}
+	}
+	b.marks[k] = m
+}
+
+// pageByIndex is the page of lookups an index query of an unfiltered list asks for, and
+// the list's total.
+func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) ([]commands.Lookup, int, error) {
+	now := s.now()
+	after, total := "", -1
+	if q.startIndex > 1 {
+		if m, ok := s.marks.get(bookmarkKey{q.scope, kind, q.startIndex}, now); ok {
+			after, total = m.after, m.total
+		} else {
+			before, more, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, "", q.startIndex-1)
+			if err != nil {
+				return nil, 0, err
+			}
+			if len(before) < q.startIndex-1 {
+				// Past the end: what was read is every one of them.
+				return nil, len(before), nil
+			}
+			if !more {
+				// The page would start past the last one.
+				return nil, len(before), nil
+			}
+			after = before[len(before)-1].ID
+		}
+	}
+	if total < 0 {
+		n, err := s.store.CountIDs(cl.ctx, cl.tenant, kind)
+		if err != nil {
+			return nil, 0, err
+		}
+		total = n
+	}
+	if q.count == 0 {
+		return nil, total, nil
+	}
+	ls, more, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, after, q.count)
+	if err != nil {
+		return nil, 0, err
+	}
+	if more && len(ls) > 0 {
+		s.marks.put(bookmarkKey{q.scope, kind, q.startIndex + len(ls)},
+			bookmark{after: ls[len(ls)-1].ID, total: total, until: now.Add(bookmarkTTL)}, now)
+	}
+	return ls, total, nil
+}
+
+func (s *server) usersByIndex(cl *call, q listQuery) error {
+	pg, total, err := s.pageByIndex(cl, events.KindUser, q)
+	if err != nil {
+		return err
+	}
+	users, err := s.store.LoadUsers(cl.ctx, cl.tenant, keysOf(pg))
+	if err != nil {
+		return err
+	}
+	out := make([]any, 0, len(pg))
+	for _, p := range pg {
+		if u, ok := users[p.Key]; ok && u.Live() && u.State.ID == p.ID {
+			out = append(out, q.proj.apply(renderUser(u.State, cl.base)))
+		}
+	}
+	return cl.writeList(q, total, out, "")
+}
+
+func (s *server) groupsByIndex(cl *call, q listQuery) error {
+	pg, total, err := s.pageByIndex(cl, events.KindGroup, q)
+	if err != nil {
+		return err
+	}
+	out, err := s.renderGroups(cl, keysOf(pg), q.proj.wants("members"), q.proj)
+	if err != nil {
+		return err
+	}
+	return cl.writeList(q, total, out, "")
+}
