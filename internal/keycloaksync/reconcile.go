@@ -110,9 +110,13 @@ func (r *Reconciler) Tenant(ctx context.Context, row dynamo.Tenant, opts Options
 	}
 	// Whether the realm lets a rename through, for the tenant's status: a realm that
 	// refuses holds every rename as a dead letter until "Edit username" is turned on.
-	changes, uerr := realm.Client.UsernameChanges(ctx)
-	if uerr != nil {
-		r.cfg.Log.Info("could not read the realm's settings", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(uerr))
+	// (Not asked of a realm whose reads just failed: it would only wait again.)
+	var changes keycloak.UsernameChanges
+	if err == nil {
+		var uerr error
+		if changes, uerr = realm.Client.UsernameChanges(ctx); uerr != nil {
+			r.cfg.Log.Info("could not read the realm's settings", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.Error(uerr))
+		}
 	}
 	var res keycloak.ApplyResult
 	if err == nil {
