@@ -76,9 +76,10 @@ func (m *meter) itemsRead() int {
 // countItems adds the items a read's answer holds.
 func (m *meter) countItems(op string, answer []byte) {
 	var a struct {
-		Item      map[string]any
-		Items     []any
-		Responses json.RawMessage
+		Item         map[string]any
+		Items        []any
+		Responses    json.RawMessage
+		ScannedCount int
 	}
 	if json.Unmarshal(answer, &a) != nil {
 		return
@@ -86,6 +87,10 @@ func (m *meter) countItems(op string, answer []byte) {
 	n := len(a.Items)
 	if a.Item != nil {
 		n++
+	}
+	if op == "Query" && a.Items == nil {
+		// A COUNT Query reads the items it counts without returning them.
+		n += a.ScannedCount
 	}
 	switch op {
 	case "BatchGetItem":
