@@ -88,7 +88,7 @@ func (s *Syncer) UpsertUserPassword(ctx context.Context, du DirectoryUser, pw *P
 				return fmt.Errorf("keycloak: create user %s: %w: %w", du.ID, ErrUsernameRefused, err)
 			}
 			if errors.Is(err, ErrConflict) {
-				return fmt.Errorf("keycloak: create user %s: its username or email is held by another Keycloak user, left untouched: %w", du.Username, err)
+				return fmt.Errorf("keycloak: create user %s: its username or email is held by another Keycloak user, left untouched: %w", du.ID, err)
 			}
 			return err
 		}

@@ -114,7 +114,7 @@ func ReadDirectory(ctx context.Context, dir Directory) (*DirectorySnapshot, erro
 		}
 		un, em := strings.ToLower(u.Username), strings.ToLower(u.Email)
 		if un == "" || ids[u.ID] || usernames[un] || (em != "" && emails[em]) {
-			return nil, fmt.Errorf("keycloak reconcile: directory user %s (%q) has no username, or its id, username or email is repeated", u.ID, u.Username)
+			return nil, fmt.Errorf("keycloak reconcile: directory user %s has no username, or its id, username or email is repeated", u.ID)
 		}
 		ids[u.ID], usernames[un] = true, true
 		if em != "" {
