@@ -10,7 +10,7 @@ import (
 // when they were added to and removed from groups — one member at a time and in bulk — in
 // words ("Added to group Staff"), with who did it and a link to the group, newest first;
 // no raw field or event name shows. A group change that is not theirs (another member's)
-// is not in their timeline.
+// is not in their timeline, and the group's own timeline still names its members.
 func TestUserTimelineShowsGroupJoinsAndLeaves(t *testing.T) {
 	in := newInstall(t)
 	in.start("command-api")
@@ -47,5 +47,8 @@ func TestUserTimelineShowsGroupJoinsAndLeaves(t *testing.T) {
 	b.run(a, "the group in an item opens the group's page",
 		click(`#activity li:nth-child(2) a[href$="/groups/on%20call"]`), waitText("main h1", "On Call"),
 		waitText("#members", "ann"), waitText("#members", "bob"))
+	b.run(a, "the group's own timeline still names the members it gained",
+		waitText("#activity li:first-child", "Member added"), waitText("#activity", "ann"), waitText("#activity", "bob"),
+		waitNoText("#activity", "Added to group"))
 	b.noErrors()
 }

@@ -961,11 +961,12 @@ function entityLink(t, entity) {
   return h('a', { href: tenantHash(t, `${kind}s`, name) }, `${kind} ${name}`);
 }
 
-function activityItem(t, a, withEntity) {
+// activityItem is one item of a feed; feed is the entity whose timeline it is in, if one.
+function activityItem(t, a, withEntity, feed) {
   const changes = Object.entries(a.changes || {});
   const by = h('div', { class: 'meta' }, 'by ', actorName(t, a.actor, h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` })), ' at ', time(a.occurred_at));
   // In a user's own timeline, a group's membership change of theirs, in words.
-  const m = !withEntity && membershipChange(a);
+  const m = !withEntity && feed && feed.startsWith('user:') && membershipChange(a);
   if (m) return h('li', { class: 'membership' }, h('div', { class: 'what' }, `${m.words} `, h('a', { href: tenantHash(t, 'groups', m.key) }, m.name)), by);
   return h('li', {},
     h('div', { class: 'what' }, typeLabels[a.type] || a.type, withEntity ? [' · ', entityLink(t, a.entity)] : null, h('span', { class: 'muted' }, ` · v${a.version}`)),
@@ -994,7 +995,7 @@ function activitySection(t, entity, version, sec, signal) {
       const { data } = cursor ? await read() : await until(read, shown, sig);
       return { items: data.items, next: data.next_cursor };
     },
-    render: (items) => items.map((x) => activityItem(t, x)),
+    render: (items) => items.map((x) => activityItem(t, x, false, entity)),
   });
   sec.append(ol, list.el);
   list.load('');

@@ -80,7 +80,8 @@ export function membershipChange(a) {
   if (!a.entity || !a.entity.startsWith('group:')) return null;
   const added = a.type === 'group.member_added';
   if (!added && a.type !== 'group.member_removed') return null;
-  const c = (a.changes || {}).group || {};
+  const c = (a.changes || {}).group;
+  if (!c) return null; // a group's own item (its change is the member)
   const name = added ? c.new : c.old;
   return {
     words: added ? 'Added to group' : 'Removed from group',
