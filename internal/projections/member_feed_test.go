@@ -64,6 +64,9 @@ func TestAUsersFeedShowsTheirMemberships(t *testing.T) {
 		return rows, views
 	}
 	jdoe, views := feed(projections.EntityPK("user:jdoe"))
+	if len(jdoe) != 4 {
+		t.Fatalf("jdoe's feed: %+v, want 4 items (created, added, removed, updated)", jdoe)
+	}
 	want := []row{
 		{"ev0006", "user.updated", "user:jdoe", "bob", 2, `{"last_name":{"old":"Doe","new":"Roe"}}`},
 		{bulk.EventID + ".0001", "group.member_removed", "group:admins", "bob", 3, `{"group":{"old":"Admins","new":null}}`},
@@ -87,6 +90,9 @@ func TestAUsersFeedShowsTheirMemberships(t *testing.T) {
 	}
 
 	ann, _ := feed(projections.EntityPK("user:ann"))
+	if len(ann) != 3 {
+		t.Fatalf("ann's feed: %+v, want 3 items (created, added, removed)", ann)
+	}
 	wantAnn := []row{
 		{"ev0007", "group.member_removed", "group:admins", "carol", 4, `{"group":{"old":"Admins","new":null}}`},
 		{bulk.EventID + ".0000", "group.member_added", "group:admins", "bob", 3, `{"group":{"old":null,"new":"Admins"}}`},
