@@ -90,9 +90,3 @@ func (a activity) memberFeedItems(e events.Envelope) ([]Item, error) {
 
 // memberEventID is the event id of the n-th member's items of a group.members_changed.
 func memberEventID(eventID string, n int) string { return fmt.Sprintf("%s.%04d", eventID, n) }
-
-// IsMemberFeedItem reports whether an item of a user's feed is one of memberFeedItems (a
-// group's membership change), not an event of the user.
-func IsMemberFeedItem(a ActivityView) bool {
-	return a.Type == string(events.GroupMemberAddedType) || a.Type == string(events.GroupMemberRemovedType)
-}
