@@ -206,16 +206,25 @@ func TestClientAgainstTheServices(t *testing.T) {
 	if len(all) != 1 {
 		t.Fatalf("groups: %+v", all)
 	}
-	activity := collect(t, ten.Activity(ctx, client.ActivityFilter{Entity: client.UserEntity("jdoe"), Limit: 2}))
+	// Newest first: jdoe's joining Site Admins (the group's change, in jdoe's feed too,
+	// written after the group's view), then jdoe's own.
+	var activity []client.Activity
+	eventually(t, func() bool {
+		activity = collect(t, ten.Activity(ctx, client.ActivityFilter{Entity: client.UserEntity("jdoe"), Limit: 2}))
+		return len(activity) == 6
+	})
 	var types []string
 	for _, a := range activity {
 		types = append(types, a.Type)
 	}
-	if want := []string{"user.password_changed", "user.activated", "user.deactivated", "user.updated", "user.created"}; !slices.Equal(types, want) {
+	if want := []string{"group.member_added", "user.password_changed", "user.activated", "user.deactivated", "user.updated", "user.created"}; !slices.Equal(types, want) {
 		t.Fatalf("activity %v, want %v", types, want)
 	}
-	if ch := activity[3].Changes["last_name"]; ch.Old != "Doe" || ch.New != "Dough" {
-		t.Fatalf("update's change %+v", activity[3].Changes)
+	if ch := activity[0].Changes["group"]; activity[0].Entity != "group:site admins" || ch.New != "Site Admins" {
+		t.Fatalf("joining Site Admins in jdoe's feed: %+v", activity[0])
+	}
+	if ch := activity[4].Changes["last_name"]; ch.Old != "Doe" || ch.New != "Dough" {
+		t.Fatalf("update's change %+v", activity[4].Changes)
 	}
 	byActor := collect(t, ten.Activity(ctx, client.ActivityFilter{Actor: "bootstrap", Limit: 500}))
 	if len(byActor) < 15 {

@@ -85,9 +85,10 @@ func TestUsernamesAsProvidersSendThem(t *testing.T) {
 			for _, a := range collect(t, ten.Activity(ctx, client.ActivityFilter{Entity: client.UserEntity(n), Limit: 1})) {
 				types = append(types, a.Type)
 			}
-			return len(types) == 4
+			return len(types) == 5
 		})
-		if want := []string{"user.password_changed", "user.deactivated", "user.updated", "user.created"}; !slices.Equal(types, want) {
+		// Newest first: joining Provisioned (the group's change, in the user's feed too).
+		if want := []string{"group.member_added", "user.password_changed", "user.deactivated", "user.updated", "user.created"}; !slices.Equal(types, want) {
 			t.Errorf("activity of %q: %v, want %v", n, types, want)
 		}
 		if _, err := ten.RemoveMember(ctx, "Provisioned", n); err != nil {

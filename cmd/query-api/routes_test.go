@@ -180,13 +180,22 @@ func TestEveryRoute(t *testing.T) {
 			check: func(t *testing.T, r response) {
 				var p page[map[string]any]
 				r.json(t, &p)
-				if len(p.Items) != 1 {
+				// Newest first: jdoe's joining Site Admins (a group's change, in their feed
+				// too), then their creation.
+				if len(p.Items) != 2 {
 					t.Fatalf("activity %s", r.body)
 				}
-				it := p.Items[0]
-				if got, want := keysOf(it), []string{"actor", "changes", "entity", "event_id", "occurred_at", "type", "version"}; !slices.Equal(got, want) {
-					t.Errorf("activity keys %v, want %v", got, want)
+				for _, it := range p.Items {
+					if got, want := keysOf(it), []string{"actor", "changes", "entity", "event_id", "occurred_at", "type", "version"}; !slices.Equal(got, want) {
+						t.Errorf("activity keys %v, want %v", got, want)
+					}
 				}
+				joined, _ := p.Items[0]["changes"].(map[string]any)
+				if g, _ := joined["group"].(map[string]any); p.Items[0]["type"] != "group.member_added" || p.Items[0]["entity"] != "group:site admins" ||
+					g["new"] != "Site Admins" || len(joined) != 1 {
+					t.Errorf("jdoe's membership in their feed: %v", p.Items[0])
+				}
+				it := p.Items[1]
 				ch, _ := it["changes"].(map[string]any)
 				email, _ := ch["email"].(map[string]any)
 				if it["type"] != "user.created" || it["entity"] != "user:jdoe" || it["actor"] != "bootstrap" ||

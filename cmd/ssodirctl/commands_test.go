@@ -155,12 +155,18 @@ func TestUsersGroupsAndTenants(t *testing.T) {
 		t.Fatalf("groups list %q", list)
 	}
 
-	acts := decodeJSON[[]client.Activity](t, c.ok("users", "activity", "jdoe", "-o", "json"))
+	// Newest first: jdoe's joining Site Admins (the group's change, in jdoe's feed too,
+	// written after the group's view), then jdoe's own.
+	var acts []client.Activity
+	eventually(t, "jdoe's feed", func() bool {
+		acts = decodeJSON[[]client.Activity](t, c.ok("users", "activity", "jdoe", "-o", "json"))
+		return len(acts) == 6
+	})
 	var types []string
 	for _, a := range acts {
 		types = append(types, a.Type)
 	}
-	if want := []string{"user.password_changed", "user.activated", "user.deactivated", "user.updated", "user.created"}; !slices.Equal(types, want) {
+	if want := []string{"group.member_added", "user.password_changed", "user.activated", "user.deactivated", "user.updated", "user.created"}; !slices.Equal(types, want) {
 		t.Fatalf("activity %v", types)
 	}
 	if gacts := decodeJSON[[]client.Activity](t, c.ok("groups", "activity", "site admins", "--max", "1", "-o", "json")); len(gacts) != 1 || gacts[0].Type != "group.member_removed" {

@@ -82,7 +82,7 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 		}
 	}
 	for _, t := range activities {
-		err := x.deleteFeed(ctx, t, projections.EntityPK("user:"+subj.Username), subj.From)
+		err := x.deleteFeed(ctx, t, projections.EntityPK("user:"+subj.Username), subj)
 		if missing(err) {
 			continue
 		}
@@ -105,11 +105,23 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 	return nil
 }
 
-// deleteFeed deletes the items of a feed of version from on (all of them for 0).
-func (x *Eraser) deleteFeed(ctx context.Context, table, pk string, from int64) error {
+// deleteFeed deletes the erased incarnations' items of the user's feed: its own events of
+// version subj.From on (all of them for 0), and the copies of the group membership
+// changes that concern them (projections' member feed items, entity `group:<key>`, whose
+// version is the group's), matched by the member's id they carry when an earlier
+// incarnation's are kept.
+func (x *Eraser) deleteFeed(ctx context.Context, table, pk string, subj *Subject) error {
 	var keys []map[string]types.AttributeValue
 	err := x.query(ctx, table, "pk", pk, func(it map[string]types.AttributeValue) error {
-		if from <= 0 || historyVersion(it) >= from {
+		erased := subj.From <= 0
+		switch {
+		case erased:
+		case strings.HasPrefix(attrS(it, "entity"), "user:"):
+			erased = historyVersion(it) >= subj.From
+		default:
+			erased = subj.isMember("", attrS(it, "user_id"))
+		}
+		if erased {
 			keys = append(keys, map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]})
 		}
 		return nil

@@ -165,16 +165,33 @@ func assertNoSecrets(t testing.TB, s snapshot) {
 }
 
 // assertActivities checks that the activity table holds exactly one item per distinct
-// event of applied, and per member of a group.members_changed.
+// event of applied, and per member of a group.members_changed, and for each membership
+// change one more in the member's own feed.
 func assertActivities(t testing.TB, s snapshot, applied []events.Envelope) {
 	t.Helper()
 	want := map[string]bool{}
+	mine := func(e events.Envelope, username, eventID string) {
+		want[projections.EntityPK("user:"+username)+"/"+projections.ActivitySK(e.OccurredAt, eventID)] = true
+	}
 	for _, e := range applied {
-		if p, ok := e.Payload.(*events.GroupMembersChanged); ok {
-			for i := range len(p.Added) + len(p.Removed) {
-				want[projections.EntityPK(e.Entity())+"/"+projections.ActivitySK(e.OccurredAt, fmt.Sprintf("%s.%04d", e.EventID, i))] = true
+		switch p := e.Payload.(type) {
+		case *events.GroupMembersChanged:
+			for i, m := range append(slices.Clone(p.Added), p.Removed...) {
+				id := fmt.Sprintf("%s.%04d", e.EventID, i)
+				want[projections.EntityPK(e.Entity())+"/"+projections.ActivitySK(e.OccurredAt, id)] = true
+				if !m.Erased {
+					mine(e, m.Username, id)
+				}
 			}
 			continue
+		case *events.GroupMemberAdded:
+			if !p.Erased {
+				mine(e, p.Username, e.EventID)
+			}
+		case *events.GroupMemberRemoved:
+			if !p.Erased {
+				mine(e, p.Username, e.EventID)
+			}
 		}
 		want[projections.EntityPK(e.Entity())+"/"+projections.ActivitySK(e.OccurredAt, e.EventID)] = true
 	}

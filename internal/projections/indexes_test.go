@@ -247,7 +247,7 @@ func TestActivityFeed(t *testing.T) {
 				want []string
 			}{
 				{"per entity", byKey(tables.Activities, "", "pk", projections.EntityPK("user:jdoe"), "", "", false),
-					[]string{"ev0006", "ev0004", "ev0003", "ev0001"}},
+					[]string{"ev0006", "ev0005", "ev0004", "ev0003", "ev0001"}},
 				{"per group entity", byKey(tables.Activities, "", "pk", projections.EntityPK("group:admins"), "", "", false),
 					[]string{"ev0005", "ev0002"}},
 				{"per actor", byKey(tables.Activities, dynamo.IndexActor, "actor_pk", projections.ActorPK("alice"), "", "", false),
@@ -263,7 +263,7 @@ func TestActivityFeed(t *testing.T) {
 			}
 
 			items := query(t, db, byKey(tables.Activities, "", "pk", projections.EntityPK("user:jdoe"), "", "", false))
-			a, err := projections.DecodeActivity(items[1])
+			a, err := projections.DecodeActivity(items[2])
 			if err != nil {
 				t.Fatal(err)
 			}

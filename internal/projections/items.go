@@ -106,9 +106,13 @@ type ActivityView struct {
 	// Changes is the JSON of the event's change set (field → {old, new}); see ChangeSet.
 	Changes string `dynamodbav:"changes"`
 	// ExpiresAt is the TTL in epoch seconds; 0 (absent) keeps the item forever.
-	ExpiresAt int64  `dynamodbav:"expires_at,omitempty"`
-	ActorPK   string `dynamodbav:"actor_pk"`
-	DayPK     string `dynamodbav:"day_pk"`
+	ExpiresAt int64 `dynamodbav:"expires_at,omitempty"`
+	// ActorPK and DayPK are absent on the copy of a membership change in the member's
+	// own feed (memberFeedItems), which ActorGSI and DayGSI must not list twice.
+	ActorPK string `dynamodbav:"actor_pk,omitempty"`
+	DayPK   string `dynamodbav:"day_pk,omitempty"`
+	// UserID is the member's id on that copy only (an erasure matches it); never shown.
+	UserID string `dynamodbav:"user_id,omitempty"`
 }
 
 // ChangeSet decodes Changes.

@@ -141,11 +141,15 @@ func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, view
 	switch len(fx.Activities) {
 	case 0:
 		return nil
-	case 1:
-		if err := p.activities.write(ctx, t.Activities, fx.Activities[0]); err != nil {
-			return fmt.Errorf("put activity %s in %s: %w", itemKey(fx.Activities[0], "pk"), t.Activities, err)
-		}
-		return nil
+	case 1, 2:
+		// An event's item, and for a single membership change the member's copy: each goes
+		// with the batch the concurrent events' items fill.
+		return each(ctx, 2, fx.Activities, func(ctx context.Context, it Item) error {
+			if err := p.activities.write(ctx, t.Activities, it); err != nil {
+				return fmt.Errorf("put activity %s in %s: %w", itemKey(it, "pk"), t.Activities, err)
+			}
+			return nil
+		})
 	}
 	// The items of one members change fill batches of their own.
 	return each(ctx, p.concurrency, slices.Collect(slices.Chunk(fx.Activities, maxBatchItems)), w.batchPut(t.Activities))

@@ -19,7 +19,8 @@ type Reducer func(e events.Envelope) (Effects, error)
 // Effects are the writes one event needs; the Projector executes them.
 type Effects struct {
 	// Activities are the event's activity items: one, or one per member of a
-	// group.members_changed (none from the state-only reducers of ApplyStates). Their keys
+	// group.members_changed, and for a membership change a copy in each member's own feed
+	// (none from the state-only reducers of ApplyStates). Their keys
 	// are derived from the event, so they are written unconditionally and may go into a
 	// BatchWriteItem.
 	Activities []Item
@@ -458,7 +459,17 @@ func (a activity) with(r Reducer) Reducer {
 // items are the activity items of e: one, or for a group.members_changed one per member,
 // as group.member_added and group.member_removed would have made them, told apart by the
 // member's place in the event (`<event id>.<n>`).
+// The member's own feed gets a copy of each (memberFeedItems).
 func (a activity) items(e events.Envelope) ([]Item, error) {
+	out, err := a.groupItems(e)
+	if err != nil {
+		return nil, err
+	}
+	mine, err := a.memberFeedItems(e)
+	return append(out, mine...), err
+}
+
+func (a activity) groupItems(e events.Envelope) ([]Item, error) {
 	p, ok := e.Payload.(*events.GroupMembersChanged)
 	if !ok {
 		it, err := a.item(e)
@@ -468,7 +479,7 @@ func (a activity) items(e events.Envelope) ([]Item, error) {
 	each := func(t events.Type, m events.Member, change events.Change) error {
 		one := e
 		one.Type = t
-		one.EventID = fmt.Sprintf("%s.%04d", e.EventID, len(out))
+		one.EventID = memberEventID(e.EventID, len(out))
 		one.Changes = map[string]events.Change{"member": change}
 		it, err := a.item(one)
 		out = append(out, it)

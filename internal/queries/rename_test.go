@@ -111,8 +111,9 @@ func TestARenameIsProjectedAsThePersonUnderItsNewName(t *testing.T) {
 		t.Errorf("groups of the old name = %v, want none", groupNames(gs.Items))
 	}
 
-	// The feed of the new name: the person's whole history (created as ann, updated, the
-	// rename, updated as bob), newest first, besides what the earlier bob did.
+	// The feed of the new name: the person's whole history (created as ann, updated, added
+	// to g1 and G2, the rename, updated as bob), newest first, besides what the earlier bob
+	// did (his memberships of g1 included).
 	feed := walkActivity(t, svc, f.System, f.ID, "user:bob", 0)
 	var got []string
 	for _, a := range feed {
@@ -121,9 +122,13 @@ func TestARenameIsProjectedAsThePersonUnderItsNewName(t *testing.T) {
 	// Newest first, in the order they happened; the rename goes on from the earlier bob's
 	// tombstone (v2).
 	want := []string{"user:bob user.updated v4", "user:bob user.renamed v3", "user:bob user.deleted v2",
-		"user:ann user.updated v2", "user:ann user.created v1", "user:bob user.created v1"}
+		"group:g1 group.member_removed v4", "group:g2 group.member_added v2", "group:g1 group.member_added v3",
+		"user:ann user.updated v2", "user:ann user.created v1", "group:g1 group.member_added v2", "user:bob user.created v1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("bob's feed = %v, want %v", got, want)
+	}
+	if g2 := string(feed[4].Changes); g2 != `{"group":{"old":null,"new":"G2"}}` || feed[4].Actor != "tester" {
+		t.Errorf("ann's addition to G2 in bob's feed: %+v, want the group's name as the change, and the actor", feed[4])
 	}
 	for _, limit := range []int{1, 2, 3} {
 		if paged := walkActivity(t, svc, f.System, f.ID, "user:bob", limit); !reflect.DeepEqual(paged, feed) {

@@ -90,7 +90,7 @@ func TestConsoleWritesAndPaging(t *testing.T) {
 	mustCall(t, 404, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme/groups/ops%20team", nil)
 
 	b.run(a, "an actor's name in a timeline opens everything that actor did, paged",
-		goHash("#/t/demo/acme/users/newbie"), waitText("#activity li:first-child", "Password changed"),
+		goHash("#/t/demo/acme/users/newbie"), waitText("#activity li:first-child", "Removed from group Ops Team"),
 		click("#activity li:first-child a.actor"),
 		waitText("#activity-scope", "Everything bootstrap (the development token) did"),
 		waitText("#tenant-activity li:first-child", "Deleted"), waitText("#tenant-activity li:first-child", "group ops team"),

@@ -254,6 +254,24 @@ func TestErasureLeavesNoCanary(t *testing.T) {
 		}
 		return g.Version == 3 && user.Version == 5, fmt.Sprintf("gamma v%d, user v%d", g.Version, user.Version)
 	})
+	// The user's own feed holds their joins and leaves (alone and in bulk), which the
+	// erasure must take with the rest.
+	eventually(t, 30*time.Second, "the user's membership items", func() (bool, string) {
+		var feed struct {
+			Items []struct {
+				Type   string `json:"type"`
+				Entity string `json:"entity"`
+			} `json:"items"`
+		}
+		call(t, "GET", qbase+"/activity?entity=user:"+u+"&limit=100", nil).json(t, &feed)
+		n := 0
+		for _, it := range feed.Items {
+			if strings.HasPrefix(it.Entity, "group:") {
+				n++
+			}
+		}
+		return n == 5, fmt.Sprintf("%d of 5 (3 added, 2 removed)", n)
+	})
 	// A dead letter naming the user: the projector's, of Alpha's member_added record, as
 	// the projector stores one it gave up (the handler's failure itself is not made here:
 	// the stream tests prove that path).

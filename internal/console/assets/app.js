@@ -6,7 +6,7 @@ import {
 import { devSignIn, keepFresh, loadServerConfig, oidcFinish, oidcStart, redeemCode, renew } from './auth.js';
 import { clear, field, h, time } from './dom.js';
 import { listView, parseRoute, problemBox, setParams } from './ui.js';
-import { actorName, fieldLabel, value } from './words.js';
+import { actorName, fieldLabel, membershipChange, value } from './words.js';
 
 const main = document.getElementById('main');
 const PAGE = 25;
@@ -961,11 +961,16 @@ function entityLink(t, entity) {
   return h('a', { href: tenantHash(t, `${kind}s`, name) }, `${kind} ${name}`);
 }
 
-function activityItem(t, a, withEntity) {
+// activityItem is one item of a feed; feed is the entity whose timeline it is in, if one.
+function activityItem(t, a, withEntity, feed) {
   const changes = Object.entries(a.changes || {});
+  const by = h('div', { class: 'meta' }, 'by ', actorName(t, a.actor, h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` })), ' at ', time(a.occurred_at));
+  // In a user's own timeline, a group's membership change of theirs, in words.
+  const m = !withEntity && feed && feed.startsWith('user:') && membershipChange(a);
+  if (m) return h('li', { class: 'membership' }, h('div', { class: 'what' }, `${m.words} `, h('a', { href: tenantHash(t, 'groups', m.key) }, m.name)), by);
   return h('li', {},
     h('div', { class: 'what' }, typeLabels[a.type] || a.type, withEntity ? [' · ', entityLink(t, a.entity)] : null, h('span', { class: 'muted' }, ` · v${a.version}`)),
-    h('div', { class: 'meta' }, 'by ', actorName(t, a.actor, h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` })), ' at ', time(a.occurred_at)),
+    by,
     changes.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'changes' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Field'), h('th', { scope: 'col' }, 'Old'), h('th', { scope: 'col' }, 'New'))),
       h('tbody', {}, changes.map(([f, c]) => h('tr', {}, h('td', { title: f }, fieldLabel(f)),
@@ -973,18 +978,24 @@ function activityItem(t, a, withEntity) {
 }
 
 // activitySection shows an entity's activity, newest first, waiting for the item of the
-// version the page shows (the feed is written after the view).
+// version the page shows (the feed is written after the view). A user's feed also holds
+// their group membership changes, at the groups' versions: the wait looks at the user's
+// own newest item.
 function activitySection(t, entity, version, sec, signal) {
   const ol = h('ol', { class: 'timeline', id: 'activity' });
+  const kind = `${entity.slice(0, entity.indexOf(':'))}:`;
+  const shown = (r) => {
+    const own = r.data.items.find((x) => x.entity.startsWith(kind));
+    return !version || (own ? own.version >= version : !!r.data.next_cursor);
+  };
   const list = listView({
     id: 'activity', body: ol, signal, more: true, moreId: 'older', empty: 'No activity recorded.', emptyRow: itemOf,
     fetch: async (cursor, sig) => {
       const read = () => t.activity({ entity, limit: PAGE, cursor }, { signal: sig });
-      const { data } = cursor ? await read()
-        : await until(read, (r) => !version || (r.data.items[0] && r.data.items[0].version >= version), sig);
+      const { data } = cursor ? await read() : await until(read, shown, sig);
       return { items: data.items, next: data.next_cursor };
     },
-    render: (items) => items.map((x) => activityItem(t, x)),
+    render: (items) => items.map((x) => activityItem(t, x, false, entity)),
   });
   sec.append(ol, list.el);
   list.load('');

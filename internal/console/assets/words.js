@@ -71,3 +71,21 @@ export function actorName(t, actor, el) {
   }
   return el;
 }
+
+// membershipChange is a group membership change as the member's own timeline says it
+// ("Added to group" / "Removed from group", and the group's name as the change names it),
+// or null for any other item. The API puts these items in a user's feed with the group as
+// their entity (docs/storage.md, "activity feed").
+export function membershipChange(a) {
+  if (!a.entity || !a.entity.startsWith('group:')) return null;
+  const added = a.type === 'group.member_added';
+  if (!added && a.type !== 'group.member_removed') return null;
+  const c = (a.changes || {}).group;
+  if (!c) return null; // a group's own item (its change is the member)
+  const name = added ? c.new : c.old;
+  return {
+    words: added ? 'Added to group' : 'Removed from group',
+    key: a.entity.slice('group:'.length),
+    name: typeof name === 'string' && name ? name : a.entity.slice('group:'.length),
+  };
+}
