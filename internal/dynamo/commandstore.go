@@ -306,6 +306,10 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	if c.User != nil && c.User.State.Deleted {
 		add(roleNone, types.TransactWriteItem{Update: countUserDelete(table, username)})
 	}
+	for _, check := range deleteCountChecks(table, c.DeleteCounts) {
+		// A count moved: a user the change names may be gone; it decides again.
+		add(roleVersion, check)
+	}
 	for _, l := range c.PutLookups {
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
 	}
