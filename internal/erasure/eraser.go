@@ -58,6 +58,27 @@ type Eraser struct {
 	ledger  *Ledger
 	reg     *events.Registry
 	opts    Options
+	// shared names restored copies of the stage's shared tables to sweep instead of the
+	// stage's own (Reapply); empty: the stage's.
+	shared SharedTables
+}
+
+// SharedTables are the stage's tables every tenant shares that can hold a person.
+type SharedTables struct {
+	Idempotency, DeadLetters, SyncStatus string
+}
+
+func (x *Eraser) idempotencyTable() string { return or(x.shared.Idempotency, x.names.Idempotency()) }
+func (x *Eraser) deadLettersTable() string { return or(x.shared.DeadLetters, x.names.DeadLetters()) }
+func (x *Eraser) syncStatusTable() string {
+	return or(x.shared.SyncStatus, x.names.KeycloakSyncStatus())
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // NewEraser is an Eraser over the tables named by names.
@@ -163,9 +184,8 @@ func (x *Eraser) FirstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 }
 
 // firstPass is FirstPass; shared says whether the tables every tenant shares
-// (Idempotency-Key records, dead letters, sync status) are swept too: not when the ledger
-// is re-applied to restored tables, where they may hold a later user of the same name.
-// It runs every phase at once.
+// (Idempotency-Key records, dead letters, sync status) are swept too. It runs every phase
+// at once.
 func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) ([]string, error) {
 	return x.firstPassFrom(ctx, row, subj, erasureID, groups, shared, &pass{})
 }
@@ -359,15 +379,27 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 }
 
 // sweepIdempotency deletes the tenant's Idempotency-Key records of requests on the user
-// (their `agg_key` is the username). The table has no index by tenant: one Scan of a
+// (their `agg_key` is the username) made while the name was the subject's (Subject.Since,
+// Until: a record holds no user id, so the erased incarnation's are told from an earlier
+// or a later person's by their time). The table has no index by tenant: one Scan of a
 // table whose records live 24 h, segment by segment (progress.go).
 func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *Subject, p *pass) error {
-	table := x.names.Idempotency()
+	table := x.idempotencyTable()
+	filter := "begins_with(#k, :p) AND agg_key = :u AND kind = :kind"
+	vals := map[string]types.AttributeValue{":p": s(row.SystemID + "/" + row.TenantID + "/"), ":u": s(subj.Username), ":kind": s(string(events.KindUser))}
+	if !subj.Since.IsZero() {
+		filter += " AND (attribute_not_exists(created_at) OR created_at >= :since)"
+		vals[":since"] = s(dynamo.FormatTime(subj.Since))
+	}
+	if !subj.Until.IsZero() {
+		filter += " AND (attribute_not_exists(created_at) OR created_at <= :until)"
+		vals[":until"] = s(dynamo.FormatTime(subj.Until))
+	}
 	in := &dynamodb.ScanInput{
 		TableName:                 aws.String(table),
-		FilterExpression:          aws.String("begins_with(#k, :p) AND agg_key = :u AND kind = :kind"),
+		FilterExpression:          aws.String(filter),
 		ExpressionAttributeNames:  map[string]string{"#k": "key"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(row.SystemID + "/" + row.TenantID + "/"), ":u": s(subj.Username), ":kind": s(string(events.KindUser))},
+		ExpressionAttributeValues: vals,
 		ProjectionExpression:      aws.String("#k"),
 	}
 	var keys []map[string]types.AttributeValue
@@ -389,10 +421,17 @@ func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *
 func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
 	agg := dynamo.UserID(subj.Username)
 	for _, c := range Consumers {
-		dls := deadletters.New(x.db, x.names.DeadLetters(), c)
+		dls := deadletters.New(x.db, x.deadLettersTable(), c)
 		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *deadletters.Letter) (bool, bool, error) {
+			if !subj.letterInTime(dl) {
+				// Written before the erased incarnation was created, or after the name
+				// was freed: someone else's.
+				return false, false, nil
+			}
 			if dl.Aggregate == agg && !isErasureRecord(dl.Record) {
-				return true, false, nil
+				// The user's own: the erased incarnation's by the id its record holds
+				// (an earlier incarnation's, kept without all_incarnations, is not).
+				return subj.letterOfSubject(x.reg, dl), false, nil
 			}
 			changed := false
 			for _, img := range []*map[string]types.AttributeValue{&dl.Record.NewImage, &dl.Record.OldImage} {
@@ -431,7 +470,7 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 // scrubSyncStatus scrubs the tenant's Keycloak sync status row: its last error and the
 // reason its realm was parked are messages that may name the user.
 func (x *Eraser) scrubSyncStatus(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
-	table := x.names.KeycloakSyncStatus()
+	table := x.syncStatusTable()
 	k := map[string]types.AttributeValue{"system_id": s(row.SystemID), "tenant_id": s(row.TenantID)}
 	out, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: k, ConsistentRead: aws.Bool(true)})
 	if missing(err) {

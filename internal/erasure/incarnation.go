@@ -4,9 +4,11 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
@@ -20,6 +22,7 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 	emails, exts = map[string]bool{}, map[string]bool{}
 	type rec struct {
 		version int64
+		at      time.Time
 		payload events.Payload
 	}
 	var history []rec
@@ -37,7 +40,7 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 			if err != nil {
 				return err
 			}
-			history = append(history, rec{env.Version, env.Payload})
+			history = append(history, rec{env.Version, env.OccurredAt, env.Payload})
 		case strings.HasPrefix(sk, "group#"):
 			groups[strings.TrimPrefix(sk, "group#")] = true
 		}
@@ -46,11 +49,11 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 	if err != nil {
 		return nil, nil, err
 	}
-	subj.From = 0
+	subj.From, subj.Since = 0, time.Time{}
 	if subj.IDOnly {
 		for _, r := range history {
 			if _, ok := r.payload.(*events.UserCreated); ok {
-				subj.From = r.version
+				subj.From, subj.Since = r.version, r.at
 			}
 		}
 	}
@@ -91,4 +94,62 @@ func (s *Subject) erasedWriteItem(sk string) bool {
 		return v >= s.From
 	}
 	return true
+}
+
+// letterTime is when a dead letter's record was written: its image's `occurred_at` (a
+// history record's), else the stream's approximate time, else when it was parked.
+func letterTime(dl *deadletters.Letter) time.Time {
+	for _, img := range []map[string]types.AttributeValue{dl.Record.NewImage, dl.Record.OldImage} {
+		if at, err := dynamo.ParseTime(attrS(img, "occurred_at")); err == nil {
+			return at
+		}
+	}
+	if !dl.Record.ApproximateCreationDateTime.IsZero() {
+		return dl.Record.ApproximateCreationDateTime
+	}
+	return dl.At
+}
+
+// letterInTime reports whether a dead letter's record was written while the name was the
+// subject's (Since, Until).
+func (s *Subject) letterInTime(dl *deadletters.Letter) bool {
+	at := letterTime(dl)
+	if at.IsZero() {
+		return s.Until.IsZero() // unknown: the subject's unless a later user can exist
+	}
+	return (s.Since.IsZero() || !at.Before(s.Since)) && (s.Until.IsZero() || !at.After(s.Until))
+}
+
+// letterOfSubject reports whether a dead letter of the user's aggregate is the erased
+// incarnations': by the user id its record holds (a history record's state), by its time
+// when it holds none.
+func (s *Subject) letterOfSubject(reg *events.Registry, dl *deadletters.Letter) bool {
+	if !s.IDOnly && s.Until.IsZero() {
+		return true // every incarnation under the name, and no one after it
+	}
+	for _, img := range []map[string]types.AttributeValue{dl.Record.NewImage, dl.Record.OldImage} {
+		if img == nil || !dynamo.IsHistorySK(attrS(img, "sk")) {
+			continue
+		}
+		env, err := dynamo.DecodeRecord(reg, img)
+		if err != nil {
+			continue
+		}
+		var ids []string
+		if u, ok := events.UserState(env.Payload); ok {
+			ids = append(ids, u.ID)
+		}
+		switch p := env.Payload.(type) {
+		case *events.UserDeleted:
+			ids = append(ids, p.PreviousID)
+		case *events.UserErased:
+			ids = append(ids, p.PreviousID)
+		}
+		for _, id := range ids {
+			if id != "" {
+				return s.isMember("", id)
+			}
+		}
+	}
+	return s.letterInTime(dl)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -27,6 +28,12 @@ type Subject struct {
 	// From is the version the erased incarnations start at in the user's partition (0:
 	// every version); the history before it is an earlier incarnation's, and kept.
 	From int64
+	// Since and Until bound, when set, the time the erased incarnations held the name:
+	// Since is the erased incarnation's creation (without AllIncarnations), Until the
+	// erasure's completion (re-applied to restored tables, where a later user of the name
+	// may have written since). Records that hold no user id (Idempotency-Key records, a
+	// dead letter's keys) are matched by their time within them.
+	Since, Until time.Time
 	// idHashes are erased ids known only by their hashes (the ledger's, when a pass runs
 	// without the user's partition at hand).
 	idHashes map[string]bool
