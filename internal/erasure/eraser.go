@@ -234,6 +234,9 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
 			return nil, err
 		}
+		if err := x.eraseFormerNames(ctx, row, subj, found); err != nil {
+			return nil, err
+		}
 		next := phaseIdempotency
 		if !shared {
 			next = phasePartition
@@ -303,14 +306,22 @@ func addAll(set map[string]bool, keys []string) {
 // each segment finds are kept in the ledger for the calls after it.
 func (x *Eraser) rewriteGroups(ctx context.Context, row dynamo.Tenant, erasureID string, subj *Subject, groups map[string]bool, p *pass) error {
 	table := row.CommandsTable
+	named := "contains(#d, :q)"
+	vals := map[string]types.AttributeValue{
+		":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
+	}
+	for i, f := range subj.Former {
+		// Records from before a rename name the old username (with the same id).
+		n := fmt.Sprintf(":q%d", i)
+		named += " OR contains(#d, " + n + ")"
+		vals[n] = s(`"` + f.Username + `"`)
+	}
 	in := &dynamodb.ScanInput{
-		TableName:                aws.String(table),
-		FilterExpression:         aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND contains(#d, :q)) OR sk = :m"),
-		ExpressionAttributeNames: map[string]string{"#d": "data"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
-		},
-		ConsistentRead: aws.Bool(true),
+		TableName:                 aws.String(table),
+		FilterExpression:          aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND (" + named + ")) OR sk = :m"),
+		ExpressionAttributeNames:  map[string]string{"#d": "data"},
+		ExpressionAttributeValues: vals,
+		ConsistentRead:            aws.Bool(true),
 	}
 	var memberships []map[string]types.AttributeValue
 	seen := map[string]bool{}
@@ -385,16 +396,20 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 // table whose records live 24 h, segment by segment (progress.go).
 func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *Subject, p *pass) error {
 	table := x.idempotencyTable()
-	filter := "begins_with(#k, :p) AND agg_key = :u AND kind = :kind"
+	current := "agg_key = :u"
 	vals := map[string]types.AttributeValue{":p": s(row.SystemID + "/" + row.TenantID + "/"), ":u": s(subj.Username), ":kind": s(string(events.KindUser))}
 	if !subj.Since.IsZero() {
-		filter += " AND (attribute_not_exists(created_at) OR created_at >= :since)"
+		current += " AND (attribute_not_exists(created_at) OR created_at >= :since)"
 		vals[":since"] = s(dynamo.FormatTime(subj.Since))
 	}
 	if !subj.Until.IsZero() {
-		filter += " AND (attribute_not_exists(created_at) OR created_at <= :until)"
+		current += " AND (attribute_not_exists(created_at) OR created_at <= :until)"
 		vals[":until"] = s(dynamo.FormatTime(subj.Until))
 	}
+	if former := formerIdempotencyFilter(subj, vals); former != "" {
+		current = "(" + current + ") OR " + former
+	}
+	filter := "begins_with(#k, :p) AND kind = :kind AND (" + current + ")"
 	in := &dynamodb.ScanInput{
 		TableName:                 aws.String(table),
 		FilterExpression:          aws.String(filter),
@@ -423,6 +438,10 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 	for _, c := range Consumers {
 		dls := deadletters.New(x.db, x.deadLettersTable(), c)
 		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *deadletters.Letter) (bool, bool, error) {
+			if f, ok := subj.formerOf(dl.Aggregate); ok {
+				// Parked under a name the person held before a rename.
+				return subj.formerLetter(x.reg, dl, f), false, nil
+			}
 			if !subj.letterInTime(dl) {
 				// Written before the erased incarnation was created, or after the name
 				// was freed: someone else's.

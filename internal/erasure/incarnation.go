@@ -49,10 +49,12 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 	if err != nil {
 		return nil, nil, err
 	}
-	subj.From, subj.Since = 0, time.Time{}
+	subj.From, subj.Since, subj.Former = 0, time.Time{}, nil
 	if subj.IDOnly {
 		for _, r := range history {
-			if _, ok := r.payload.(*events.UserCreated); ok {
+			switch r.payload.(type) {
+			case *events.UserCreated, *events.UserRenamed:
+				// The incarnation came to the name by its creation or a rename.
 				subj.From, subj.Since = r.version, r.at
 			}
 		}
@@ -63,6 +65,9 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 		}
 		if u, ok := events.UserState(r.payload); ok {
 			subj.AddUser(u)
+			if len(u.FormerNames) > 0 {
+				subj.Former = u.FormerNames
+			}
 			if u.Email != "" {
 				emails[u.Email] = true
 			}
@@ -127,6 +132,15 @@ func (s *Subject) letterOfSubject(reg *events.Registry, dl *deadletters.Letter) 
 	if !s.IDOnly && s.Until.IsZero() {
 		return true // every incarnation under the name, and no one after it
 	}
+	if matched, hasID := s.letterID(reg, dl); hasID {
+		return matched
+	}
+	return s.letterInTime(dl)
+}
+
+// letterID reports whether a dead letter's record holds a user id (a user history
+// record's state), and whether it is an erased one.
+func (s *Subject) letterID(reg *events.Registry, dl *deadletters.Letter) (matched, hasID bool) {
 	for _, img := range []map[string]types.AttributeValue{dl.Record.NewImage, dl.Record.OldImage} {
 		if img == nil || !dynamo.IsHistorySK(attrS(img, "sk")) {
 			continue
@@ -147,9 +161,9 @@ func (s *Subject) letterOfSubject(reg *events.Registry, dl *deadletters.Letter) 
 		}
 		for _, id := range ids {
 			if id != "" {
-				return s.isMember("", id)
+				return s.isMember("", id), true
 			}
 		}
 	}
-	return s.letterInTime(dl)
+	return false, false
 }

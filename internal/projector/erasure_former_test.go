@@ -1,0 +1,95 @@
+package projector_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/uuid"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// TestAnErasureReachesWhatThePersonDidUnderAFormerName: olga joins groups (one by one and
+// in bulk beside bob), is updated, is renamed petra, joins another group, and is erased
+// as petra. No table names her by either name, id or value afterwards: not the history,
+// tombstone, view and feed under the old name, not the groups' records and feed items
+// naming the old name; bob and the groups' histories stay.
+func TestAnErasureReachesWhatThePersonDidUnderAFormerName(t *testing.T) {
+	w := newCommandWorld(t)
+	ctx := context.Background()
+	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	olga, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", Email: "olga.canary@example.org", FirstName: "Olgacanary"}, w.meta())
+	must(err)
+	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())))
+	for _, g := range []string{"G", "H", "K"} {
+		must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: g}, w.meta())))
+	}
+	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "h", Add: []string{"olga", "bob"}}, w.meta())))
+	must(second(commands.NewUpdateUserHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateUser{Username: "olga", LastName: strPtr("Olgalastcanary")}, w.meta())))
+	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
+	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "k", Username: "petra"}, w.meta())))
+	w.project(t)
+
+	erasureID := uuid.NewString()
+	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	w.project(t)
+	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+		t.Fatalf("the erasure: %+v, %v", e, err)
+	}
+
+	canaries := []string{`"olga"`, `\"olga\"`, "user#olga", "member#olga", "user:olga", `"petra"`, `\"petra\"`, "user#petra", "member#petra", "user:petra",
+		olga.ID, "Olgacanary", "olga.canary", "Olgalastcanary"}
+	bob := 0
+	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
+		var start map[string]types.AttributeValue
+		for {
+			out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true), ExclusiveStartKey: start})
+			must(err)
+			for _, it := range out.Items {
+				for attr, v := range it {
+					sv, ok := v.(*types.AttributeValueMemberS)
+					if !ok {
+						continue
+					}
+					if strings.Contains(sv.Value, "bob") {
+						bob++
+					}
+					for _, c := range canaries {
+						if strings.Contains(`"`+sv.Value+`"`, c) {
+							t.Errorf("%s: %s/%s %s still names the erased person (%s): %.200s", table, dynamo.StringAttr(it, "id")+dynamo.StringAttr(it, "pk"), dynamo.StringAttr(it, "sk"), attr, c, sv.Value)
+						}
+					}
+				}
+			}
+			if start = out.LastEvaluatedKey; len(start) == 0 {
+				break
+			}
+		}
+	}
+	if bob == 0 {
+		t.Error("bob is gone too: the erasure took a bystander")
+	}
+	for _, g := range []string{"g", "h", "k"} {
+		if v := w.get(t, w.row.CommandsTable, idsk("group#"+g, dynamo.HistorySK(2))); v == nil {
+			t.Errorf("group %s's second record is gone: its history must keep its shape", g)
+		}
+	}
+}
+
+func strPtr(v string) *string { return &v }
