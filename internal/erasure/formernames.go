@@ -173,33 +173,29 @@ func recordOf(env events.Envelope, subj *Subject) bool {
 // generation: when nobody holds the name, its view partition, its memberships in the
 // groups and its feed from the person's first version there on; when a later user holds
 // it, only the feed items of the person's versions (lo to hi, and the rename's tombstone
-// after hi) and the memberships carrying an erased id. The groups' feed items naming the
-// old name are rewritten where the write model's records were (their versions).
+// after hi); the memberships under the name are then the later user's (a read
+// membership holds no id), and tombstones of the person's that name only the old name
+// may stay. The groups' feed items naming the old name are rewritten where the write
+// model's records were (their versions).
 func (x *Eraser) eraseFormerRead(ctx context.Context, row dynamo.Tenant, subj *Subject, name string, lo, hi int64, free bool, groups map[string]bool) error {
 	users, activities := readTables(row, x.names)
 	for _, t := range users {
-		if free {
-			err := x.deletePartition(ctx, t, "id", dynamo.UserID(name), func(string) bool { return true })
-			if missing(err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
+		if !free {
+			continue // a later user holds the name: the view and memberships are theirs
 		}
+		err := x.deletePartition(ctx, t, "id", dynamo.UserID(name), func(string) bool { return true })
+		if missing(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var keys []map[string]types.AttributeValue
 		for g := range groups {
-			for id := range subj.IDs {
-				_, err := x.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(t),
-					Key:                       map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(name))},
-					ConditionExpression:       aws.String("attribute_not_exists(user_id) OR user_id = :u"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{":u": s(id)}})
-				if err != nil && !sdkerr.ConditionFailed(err) && !missing(err) {
-					return fmt.Errorf("delete a membership under a former name: %w", dynamo.Translate(err))
-				}
-				if !free {
-					break
-				}
-			}
+			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(name))})
+		}
+		if err := x.batchDelete(ctx, t, keys); err != nil && !missing(err) {
+			return err
 		}
 	}
 	former := *subj

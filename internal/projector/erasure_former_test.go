@@ -93,3 +93,94 @@ func TestAnErasureReachesWhatThePersonDidUnderAFormerName(t *testing.T) {
 }
 
 func strPtr(v string) *string { return &v }
+
+// TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole: olga is renamed petra, and a
+// new person takes the free name olga, joins the same group and is updated. Erasing
+// petra erases the first olga's history under the name and leaves the new olga whole:
+// write model, history, view, membership and feed.
+func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
+	w := newCommandWorld(t)
+	ctx := context.Background()
+	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", FirstName: "Firstolga"}, w.meta())
+	must(err)
+	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
+	later, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", FirstName: "Laterolga"}, w.meta())
+	must(err)
+	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(second(commands.NewUpdateUserHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateUser{Username: "olga", LastName: strPtr("Laterlast")}, w.meta())))
+	w.project(t)
+
+	// What the later olga has, before the erasure.
+	laterItems := func() (history, feed int) {
+		t.Helper()
+		for _, q := range []struct{ table, pkName, pk string }{
+			{w.row.CommandsTable, "id", "user#olga"}, {w.row.ActivitiesTable, "pk", "entity#user:olga"},
+		} {
+			out, err := w.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(q.table), KeyConditionExpression: aws.String("#p = :p"),
+				ExpressionAttributeNames: map[string]string{"#p": q.pkName}, ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: q.pk}}})
+			must(err)
+			for _, it := range out.Items {
+				text := dynamo.StringAttr(it, "data") + dynamo.StringAttr(it, "changes")
+				if strings.Contains(text, "Firstolga") || strings.Contains(text, first.ID) {
+					continue
+				}
+				if q.pkName == "id" && dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
+					history++
+				} else if q.pkName == "pk" {
+					feed++
+				}
+			}
+		}
+		return history, feed
+	}
+	h0, f0 := laterItems()
+	if h0 < 2 || f0 < 2 {
+		t.Fatalf("the later olga has %d history records and %d feed items before the erasure", h0, f0)
+	}
+
+	erasureID := uuid.NewString()
+	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	w.project(t)
+	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+		t.Fatalf("the erasure: %+v, %v", e, err)
+	}
+
+	agg, err := w.deps.Store.LoadUser(ctx, w.tenant, "olga")
+	if err != nil || !agg.Live() || agg.State.ID != later.ID || agg.State.LastName != "Laterlast" {
+		t.Errorf("the later olga's write model: %+v, %v", agg.State, err)
+	}
+	if h, f := laterItems(); h != h0 || f != f0 {
+		t.Errorf("the later olga has %d history records and %d feed items after the erasure, %d and %d before", h, f, h0, f0)
+	}
+	if v := w.get(t, w.row.UsersTable, idsk("user#olga", dynamo.SKConfig)); dynamo.StringAttr(v, "user_id") != later.ID {
+		t.Errorf("the later olga's view is %v", v)
+	}
+	if m := w.get(t, w.row.UsersTable, idsk("group#g", dynamo.MemberSK("olga"))); m == nil || m["member_id"] == nil {
+		t.Errorf("the later olga's membership of g is %v", m)
+	}
+	if m := w.get(t, w.row.CommandsTable, idsk("group#g", dynamo.MemberSK("olga"))); dynamo.StringAttr(m, "user_id") != later.ID {
+		t.Errorf("the later olga's membership of g in the write model is %v", m)
+	}
+	// The first olga is gone from every table.
+	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
+		out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		must(err)
+		for _, it := range out.Items {
+			for _, v := range it {
+				if sv, ok := v.(*types.AttributeValueMemberS); ok && (strings.Contains(sv.Value, first.ID) || strings.Contains(sv.Value, "Firstolga")) {
+					t.Errorf("%s: %s/%s still names the first olga: %.200s", table, dynamo.StringAttr(it, "id")+dynamo.StringAttr(it, "pk"), dynamo.StringAttr(it, "sk"), sv.Value)
+				}
+			}
+		}
+	}
+}
