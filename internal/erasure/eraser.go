@@ -442,11 +442,6 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 				// Parked under a name the person held before a rename.
 				return subj.formerLetter(x.reg, dl, f), false, nil
 			}
-			if !subj.letterInTime(dl) {
-				// Written before the erased incarnation was created, or after the name
-				// was freed: someone else's.
-				return false, false, nil
-			}
 			if dl.Aggregate == agg && !isErasureRecord(dl.Record) {
 				// The user's own: the erased incarnation's by the id its record holds
 				// (an earlier incarnation's, kept without all_incarnations, is not).
@@ -468,7 +463,13 @@ func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *
 			// Whatever still names the person after the history's rewrite (a membership
 			// item, a guard, a lookup, a pointer, of any aggregate) is dropped: its
 			// item is erased from the tables anyway, so re-driving it has nothing to do.
-			if subj.NamedIn(dl.Record.Keys) || subj.NamedIn(dl.Record.NewImage) || subj.NamedIn(dl.Record.OldImage) {
+			// By an erased id it is the person's whenever it was written; by the name or a
+			// value only while the name was the erased incarnation's (from its creation to
+			// the erasure: an earlier or a later holder of the name is someone else).
+			if ids := subj.idsOnly(); ids.NamedIn(dl.Record.Keys) || ids.NamedIn(dl.Record.NewImage) || ids.NamedIn(dl.Record.OldImage) {
+				return true, false, nil
+			}
+			if subj.letterInTime(dl) && (subj.NamedIn(dl.Record.Keys) || subj.NamedIn(dl.Record.NewImage) || subj.NamedIn(dl.Record.OldImage)) {
 				return true, false, nil
 			}
 			if r := subj.ScrubText(dl.Reason); r != dl.Reason {

@@ -42,7 +42,7 @@ func (s *Subject) formerLetter(reg *events.Registry, dl *deadletters.Letter, f e
 	if matched, hasID := s.letterID(reg, dl); hasID {
 		return matched
 	}
-	at := letterTime(dl)
+	at, _ := letterTime(dl)
 	return !at.IsZero() && !at.Before(f.From) && !at.After(f.Until)
 }
 

@@ -102,27 +102,37 @@ func (s *Subject) erasedWriteItem(sk string) bool {
 }
 
 // letterTime is when a dead letter's record was written: its image's `occurred_at` (a
-// history record's), else the stream's approximate time, else when it was parked.
-func letterTime(dl *deadletters.Letter) time.Time {
+// history record's), else the stream's approximate time (rounded down, to the minute on
+// DynamoDB Local: approx), else when it was parked.
+func letterTime(dl *deadletters.Letter) (at time.Time, approx bool) {
 	for _, img := range []map[string]types.AttributeValue{dl.Record.NewImage, dl.Record.OldImage} {
 		if at, err := dynamo.ParseTime(attrS(img, "occurred_at")); err == nil {
-			return at
+			return at, false
 		}
 	}
 	if !dl.Record.ApproximateCreationDateTime.IsZero() {
-		return dl.Record.ApproximateCreationDateTime
+		return dl.Record.ApproximateCreationDateTime, true
 	}
-	return dl.At
+	return dl.At, false
 }
 
 // letterInTime reports whether a dead letter's record was written while the name was the
-// subject's (Since, Until).
+// subject's (Since, Until); a rounded time is taken as the latest it may stand for.
 func (s *Subject) letterInTime(dl *deadletters.Letter) bool {
-	at := letterTime(dl)
+	at, approx := letterTime(dl)
 	if at.IsZero() {
 		return s.Until.IsZero() // unknown: the subject's unless a later user can exist
 	}
-	return (s.Since.IsZero() || !at.Before(s.Since)) && (s.Until.IsZero() || !at.After(s.Until))
+	since := s.Since
+	if approx {
+		since = since.Add(-time.Minute)
+	}
+	return (s.Since.IsZero() || !at.Before(since)) && (s.Until.IsZero() || !at.After(s.Until))
+}
+
+// idsOnly is the subject matched by its ids alone (NamedIn finds no name or value).
+func (s *Subject) idsOnly() *Subject {
+	return &Subject{IDs: s.IDs, Values: map[string]bool{}, idHashes: s.idHashes}
 }
 
 // letterOfSubject reports whether a dead letter of the user's aggregate is the erased

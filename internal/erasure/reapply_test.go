@@ -169,3 +169,53 @@ func TestReapplyCleansEveryRestoredTable(t *testing.T) {
 		t.Errorf("the later user's records left in the restored shared tables: %d, want their Idempotency-Key record and dead letter", laterLeft)
 	}
 }
+
+// TestADefaultErasureTakesTheIncarnationsOwnDeadLettersAndKeys: without all_incarnations
+// an erasure takes, of the user's aggregate, the dead letters holding the erased id and
+// the Idempotency-Key records made since the incarnation's creation; an earlier person's
+// under the same name (another id, an earlier time) stay.
+func TestADefaultErasureTakesTheIncarnationsOwnDeadLettersAndKeys(t *testing.T) {
+	st := newStage(t)
+	ctx := context.Background()
+	row := st.tenant(t, "s", "inc")
+	for _, spec := range []dynamo.TableSpec{dynamo.StreamTables("unused", st.names.DeadLetters())[1], dynamo.KeycloakSyncStatusTable(st.names.KeycloakSyncStatus())} {
+		if err := dynamo.EnsureTable(ctx, st.db, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	ev := st.erasee(t, row, erasuretest.Spec{Username: "erasee", History: 3, Groups: 1, At: at}, "00000000-0000-0000-0000-0000000000e1")
+	dl := deadletters.New(st.db, st.names.DeadLetters(), "projector")
+	for _, l := range []deadletters.Letter{
+		userLetter(t, row, "erasee", "id-earlier", "10", at.Add(-24*time.Hour)),
+		userLetter(t, row, "erasee", "id-erasee", "20", at.Add(time.Minute)),
+	} {
+		if err := dl.Put(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, created := range map[string]time.Time{"earlier": at.Add(-2 * time.Hour), "erased": at.Add(time.Minute)} {
+		if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.names.Idempotency()), Item: map[string]types.AttributeValue{
+			"key": s(row.SystemID + "/" + row.TenantID + "/" + key), "agg_key": s("erasee"), "kind": s(string(events.KindUser)), "created_at": s(dynamo.FormatTime(created)),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := erasure.NewEraser(st.db, st.names, st.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	run(t, st, x, row, ev)
+
+	letters := strings.Join(st.contents(t, st.names.DeadLetters()), "\n")
+	if !strings.Contains(letters, "id-earlier") {
+		t.Error("the earlier person's dead letter under the name was dropped")
+	}
+	if strings.Contains(letters, "id-erasee") {
+		t.Error("the erased incarnation's dead letter is left")
+	}
+	keys := strings.Join(st.contents(t, st.names.Idempotency()), "\n")
+	if !strings.Contains(keys, row.TenantID+"/earlier") {
+		t.Error("the earlier person's Idempotency-Key record was deleted")
+	}
+	if strings.Contains(keys, row.TenantID+"/erased") {
+		t.Error("the erased incarnation's Idempotency-Key record is left")
+	}
+}
