@@ -16,7 +16,7 @@ import (
 // tables (docs/erasure.md, "Backups").
 func (a *app) erasures(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "reapply" {
-		return fmt.Errorf("usage: projector erasures reapply --system S --tenant T [--commands-table N --users-table N --activities-table N]")
+		return fmt.Errorf("usage: projector erasures reapply --system S --tenant T [--commands-table N --users-table N --activities-table N] [--idempotency-table N --dead-letters-table N --sync-status-table N]")
 	}
 	fs := flag.NewFlagSet("erasures reapply", flag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -26,6 +26,9 @@ func (a *app) erasures(ctx context.Context, args []string, stdout io.Writer) err
 	fs.StringVar(&r.CommandsTable, "commands-table", "", "the restored write table (default: the tenant's)")
 	fs.StringVar(&r.UsersTable, "users-table", "", "the restored read table (default: the tenant's)")
 	fs.StringVar(&r.ActivitiesTable, "activities-table", "", "the restored activity table (default: the tenant's)")
+	fs.StringVar(&r.IdempotencyTable, "idempotency-table", "", "a restored copy of the stage's Idempotency-Key table (default: the stage's)")
+	fs.StringVar(&r.DeadLettersTable, "dead-letters-table", "", "a restored copy of the stage's dead-letter table (default: the stage's)")
+	fs.StringVar(&r.SyncStatusTable, "sync-status-table", "", "a restored copy of the stage's Keycloak sync status table (default: the stage's)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

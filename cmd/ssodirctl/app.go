@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ssodir/ssodir/client"
+	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/config"
 )
 
@@ -224,6 +225,10 @@ func exitCode(err error) int {
 		case ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusForbidden:
 			return exitUsage
 		}
+	case apperr.KindOf(err) == apperr.KindNotFound:
+		// A command that reads the stage's tables itself (`erasures resume` of an unknown
+		// erasure, an unknown tenant): not found, as the API's 404.
+		return exitNotFound
 	case strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "accepts ") ||
 		strings.HasPrefix(err.Error(), "requires ") || strings.Contains(err.Error(), "arg(s)"):
 		return exitUsage

@@ -52,6 +52,9 @@ func erasuresCommand(s *settings) *cobra.Command {
 	reapply.Flags().StringVar(&r.CommandsTable, "commands-table", "", "the restored write table (default: the tenant's)")
 	reapply.Flags().StringVar(&r.UsersTable, "users-table", "", "the restored read table (default: the tenant's)")
 	reapply.Flags().StringVar(&r.ActivitiesTable, "activities-table", "", "the restored activity table (default: the tenant's)")
+	reapply.Flags().StringVar(&r.IdempotencyTable, "idempotency-table", "", "a restored copy of the stage's Idempotency-Key table (default: the stage's)")
+	reapply.Flags().StringVar(&r.DeadLettersTable, "dead-letters-table", "", "a restored copy of the stage's dead-letter table (default: the stage's)")
+	reapply.Flags().StringVar(&r.SyncStatusTable, "sync-status-table", "", "a restored copy of the stage's Keycloak sync status table (default: the stage's)")
 	cmd.AddCommand(reapply, erasuresList(s), erasuresResume(s))
 	return cmd
 }

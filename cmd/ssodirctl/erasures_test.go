@@ -46,7 +46,7 @@ func TestErasuresListPendingAndResume(t *testing.T) {
 	if out := c.ok("erasures", "list", "--pending"); !strings.Contains(out, id) || !strings.Contains(out, "left: keycloak\t") {
 		t.Fatalf("erasures list --pending after the resume: %q", out)
 	}
-	if r := c.fails(1, "erasures", "resume", "00000000-0000-0000-0000-00000000dead"); !strings.Contains(r.errOut, "not found") {
+	if r := c.fails(exitNotFound, "erasures", "resume", "00000000-0000-0000-0000-00000000dead"); !strings.Contains(r.errOut, "not found") {
 		t.Errorf("erasures resume of an unknown erasure: %q", r.errOut)
 	}
 	c.fails(exitUsage, "erasures", "resume")

@@ -18,8 +18,9 @@ import (
 const MaxMembersChange = 1000
 
 // countDeletesFrom is how many users a ChangeMembers must add for it to check that they
-// still live by the tenant's count of user deletes (read twice, Store.UserDeletes) rather
-// than by reading each of them again after writing: below it, the reads of each cost less.
+// still live after writing by the counts of user deletes (read again,
+// Store.UserDeleteCounts) rather than by reading each of them again: below it, the reads
+// of each cost less.
 const countDeletesFrom = 32
 
 // ChangeMembers adds and removes many members of a group in one command: one group
@@ -91,7 +92,7 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		result  events.Group
 		payload *events.GroupMembersChanged
 		lease   MembersLease
-		deletes *int64
+		deletes DeleteCounts
 	)
 	err := retry(ctx, func() error {
 		payload, deletes = nil, nil
@@ -103,15 +104,19 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 			return err
 		}
 		result = g.State
-		if len(cmd.Add) >= countDeletesFrom {
-			// Read before the users, so that a delete it does not count is one they show.
-			n, err := h.deps.Store.UserDeletes(ctx, t)
-			if err != nil {
-				return err
-			}
-			deletes = &n
-		}
 		names := append(slices.Clone(cmd.Add), cmd.Remove...)
+		// The counts of user deletes that cover the users, read before the users, so that
+		// a delete they do not count is one the users show. The transaction conditions on
+		// them: a user deleted or erased after this read makes the change decide again,
+		// so that its record can never name a person an erasure already swept
+		// (docs/erasure.md, "No late writer").
+		counts, err := h.deps.Store.UserDeleteCounts(ctx, t, names)
+		if err != nil {
+			return err
+		}
+		if len(cmd.Add) >= countDeletesFrom {
+			deletes = counts
+		}
 		var (
 			users   map[string]UserAggregate
 			current map[string]string
@@ -152,6 +157,7 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 			Event:           h.deps.envelope(m, events.KindGroup, next.Key, next.Version, now, membersCount(added, removed), payload),
 			ExpectedVersion: g.State.Version,
 			Group:           &GroupAggregate{Exists: true, State: next, Pending: &lease},
+			DeleteCounts:    counts,
 			Idempotency:     m.Idempotency,
 			Actor:           m.Actor,
 		}

@@ -134,12 +134,12 @@ func (d Deps) takeOver(ctx context.Context, t Tenant, agg GroupAggregate) error 
 // Last, the mark is cleared. Every write can be repeated, so a writer that takes over
 // simply writes everything again.
 //
-// deletes, when not nil, is the tenant's count of user deletes read before the change
-// read its users: if the count is the same after the writes, no user was deleted in
-// between (one deleted before was seen deleted when deciding; one deleted after finds
+// deletes, when not nil, are the counts of user deletes covering the users, read before
+// the change read them: if the counts of the added users are the same after the writes, no
+// user was deleted in between (one deleted before was seen deleted when deciding; one deleted after finds
 // the pointer and the membership, both written), and the users are not read again. A
 // writer that takes over knows no count and reads them all.
-func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p *events.GroupMembersChanged, deletes *int64) error {
+func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p *events.GroupMembersChanged, deletes DeleteCounts) error {
 	g := p.Group
 	var mu sync.Mutex // WriteMembers runs guard from several goroutines
 	guard := func(ctx context.Context) error {
@@ -169,18 +169,18 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 		return err
 	}
 	check := len(added) > 0
+	names := make([]string, len(added))
+	for i, m := range added {
+		names[i] = m.Username
+	}
 	if check && deletes != nil {
-		now, err := d.Store.UserDeletes(ctx, t)
+		now, err := d.Store.UserDeleteCounts(ctx, t, names)
 		if err != nil {
 			return err
 		}
-		check = now != *deletes
+		check = deletes.Moved(now)
 	}
 	if check {
-		names := make([]string, len(added))
-		for i, m := range added {
-			names[i] = m.Username
-		}
 		users, err := d.Store.LoadUsers(ctx, t, names)
 		if err != nil {
 			return err

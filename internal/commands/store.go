@@ -122,9 +122,27 @@ type Change struct {
 	// Idempotency is recorded with the change, so a retried request finds it.
 	Idempotency *Idempotency
 	Actor       string
+	// DeleteCounts, when set, are counts of user deletes the change was decided on: the
+	// transaction commits only while each is still the same (a members change: no user it
+	// names can be deleted or erased between its decision and its commit).
+	DeleteCounts DeleteCounts
 	// Erasure, on a user.erased change, is the erasure's ledger entry, written in the
 	// same transaction; the idempotency record then names the erasure, not the user.
 	Erasure *Erasure
+}
+
+// DeleteCounts are counts of user deletes (Store.UserDeleteCounts): the key of each count
+// item read, and its value.
+type DeleteCounts map[string]int64
+
+// Moved reports whether a count of later differs from c's (or c has none of it).
+func (c DeleteCounts) Moved(later DeleteCounts) bool {
+	for k, n := range later {
+		if was, ok := c[k]; !ok || was != n {
+			return true
+		}
+	}
+	return false
 }
 
 // Erasure is the PII-free ledger entry of one erasure (docs/erasure.md).
@@ -177,9 +195,11 @@ type Store interface {
 	Memberships(ctx context.Context, t Tenant, groupKey string, usernames []string) (map[string]string, error)
 	// LoadUsers reads the config items of the usernames; a username never used is absent.
 	LoadUsers(ctx context.Context, t Tenant, usernames []string) (map[string]UserAggregate, error)
-	// UserDeletes is a count, read strongly consistently, that every change writing a user
-	// tombstone raises in its own transaction: while it stays the same, no user was deleted.
-	UserDeletes(ctx context.Context, t Tenant) (int64, error)
+	// UserDeleteCounts are the counts, read strongly consistently, that cover the
+	// usernames: every change writing a user tombstone (a delete, an erasure, a rename)
+	// raises the count of its username in its own transaction, so while they stay the
+	// same, none of the usernames was deleted.
+	UserDeleteCounts(ctx context.Context, t Tenant, usernames []string) (DeleteCounts, error)
 	// MaxMembersPerChange is how many memberships one Change can remove.
 	MaxMembersPerChange() int
 	Append(ctx context.Context, t Tenant, c Change) error

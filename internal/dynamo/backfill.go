@@ -104,7 +104,7 @@ func (s *CommandStore) backfillOne(ctx context.Context, t commands.Tenant, kind 
 			return len(ls), nil
 		}
 		if !errors.As(err, &tce) {
-			return 0, fmt.Errorf("backfill lookups of %s: %w", getS(item, "id"), translate(err))
+			return 0, fmt.Errorf("backfill lookups of %s: %w", logID(getS(item, "id")), translate(err))
 		}
 		// The aggregate changed (or a transaction conflicted): read it again.
 		if item, err = s.get(ctx, table, getS(item, "id"), SKConfig); err != nil {

@@ -119,7 +119,7 @@ func UserConfigItem(u events.User, passwordCiphertext string, cleanupPending boo
 	}
 	item, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return nil, fmt.Errorf("encode config of user %s: %w", u.Username, err)
+		return nil, fmt.Errorf("encode config of user %s: %w", logUser(u.Username), err)
 	}
 	return item, nil
 }

@@ -64,7 +64,7 @@ func (s *CommandStore) get(ctx context.Context, table, id, sk string) (map[strin
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("get %s/%s: %w", id, sk, notFoundTenant(err))
+		return nil, fmt.Errorf("get %s/%s: %w", logID(id), logSK(sk), notFoundTenant(err))
 	}
 	return out.Item, nil
 }
@@ -81,7 +81,7 @@ func (s *CommandStore) LoadUser(ctx context.Context, t commands.Tenant, username
 func userAggregate(item map[string]types.AttributeValue) (commands.UserAggregate, error) {
 	var it userItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return commands.UserAggregate{}, fmt.Errorf("decode user %s: %w", getS(item, "id"), err)
+		return commands.UserAggregate{}, fmt.Errorf("decode user %s: %w", logID(getS(item, "id")), err)
 	}
 	created, _ := ParseTime(it.CreatedAt)
 	updated, _ := ParseTime(it.UpdatedAt)
@@ -155,7 +155,7 @@ func (s *CommandStore) queryKeys(ctx context.Context, table, id, prefix string, 
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("query %s %s*: %w", id, prefix, notFoundTenant(err))
+			return fmt.Errorf("query %s %s*: %w", logID(id), logSK(prefix), notFoundTenant(err))
 		}
 		for _, it := range page.Items {
 			fn(it)
@@ -306,6 +306,10 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	if c.User != nil && c.User.State.Deleted {
 		add(roleNone, types.TransactWriteItem{Update: countUserDelete(table, username)})
 	}
+	for _, check := range deleteCountChecks(table, c.DeleteCounts) {
+		// A count moved: a user the change names may be gone; it decides again.
+		add(roleVersion, check)
+	}
 	for _, l := range c.PutLookups {
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
 	}
@@ -335,7 +339,7 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		add(roleNone, types.TransactWriteItem{Put: put})
 	}
 	if len(items) > maxTransactItems {
-		return fmt.Errorf("change of %s v%d has %d items, more than a transaction holds", c.Event.Key, c.Event.Version, len(items))
+		return fmt.Errorf("change of %s v%d has %d items, more than a transaction holds", logAgg(c.Event.Kind, c.Event.Key), c.Event.Version, len(items))
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
@@ -343,7 +347,7 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		return fmt.Errorf("append %s v%d: %w", c.Event.Key, c.Event.Version, notFoundTenant(err))
+		return fmt.Errorf("append %s v%d: %w", logAgg(c.Event.Kind, c.Event.Key), c.Event.Version, notFoundTenant(err))
 	}
 	return s.explain(ctx, c, tce, roles)
 }
@@ -384,7 +388,7 @@ func (s *CommandStore) explain(ctx context.Context, c commands.Change, tce *type
 	case failed[roleEmail]:
 		return commands.ErrEmailTaken
 	}
-	return fmt.Errorf("append %s v%d: %w", c.Event.Key, c.Event.Version, tce)
+	return fmt.Errorf("append %s v%d: %w", logAgg(c.Event.Kind, c.Event.Key), c.Event.Version, tce)
 }
 
 func (s *CommandStore) configItem(c commands.Change) (map[string]types.AttributeValue, error) {
@@ -429,7 +433,7 @@ func (s *CommandStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant
 				return nil // a membership made after the delete
 			}
 			if err != nil {
-				return fmt.Errorf("remove membership of %s in %s: %w", m.Username, m.GroupKey, translate(err))
+				return fmt.Errorf("remove membership of %s in %s: %w", logUser(m.Username), m.GroupKey, translate(err))
 			}
 			return nil
 		})
@@ -446,7 +450,7 @@ func (s *CommandStore) RemoveMembersAfter(ctx context.Context, t commands.Tenant
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("clear cleanup mark of %s: %w", c.Key, translate(err))
+		return fmt.Errorf("clear cleanup mark of %s: %w", logAgg(c.Kind, c.Key), translate(err))
 	}
 	return nil
 }
@@ -486,7 +490,7 @@ func (s *CommandStore) LoadRecord(ctx context.Context, t commands.Tenant, kind e
 		return events.Envelope{}, err
 	}
 	if item == nil {
-		return events.Envelope{}, fmt.Errorf("record %s v%d: %w", key, version, commands.ErrRecordGone)
+		return events.Envelope{}, fmt.Errorf("record %s v%d: %w", logAgg(kind, key), version, commands.ErrRecordGone)
 	}
 	return DecodeRecord(s.registry, item)
 }

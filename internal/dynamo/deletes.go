@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -24,17 +25,24 @@ const (
 	deleteCountAtt = "n"
 )
 
+func deleteCountID(shard int) string { return fmt.Sprintf("%s%02d", deletesPrefix, shard) }
+
 func deleteCountKey(shard int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"id": str(fmt.Sprintf("%s%02d", deletesPrefix, shard)), "sk": str(skDeleteCount)}
+	return map[string]types.AttributeValue{"id": str(deleteCountID(shard)), "sk": str(skDeleteCount)}
+}
+
+// deleteShard is the shard of username's count.
+func deleteShard(username string) int {
+	h := fnv.New32a()
+	h.Write([]byte(username))
+	return int(h.Sum32() % deleteShards)
 }
 
 // countUserDelete raises the count on the item of username's shard.
 func countUserDelete(table, username string) *types.Update {
-	h := fnv.New32a()
-	h.Write([]byte(username))
 	return &types.Update{
 		TableName:                 aws.String(table),
-		Key:                       deleteCountKey(int(h.Sum32() % deleteShards)),
+		Key:                       deleteCountKey(deleteShard(username)),
 		UpdateExpression:          aws.String("ADD #n :one"),
 		ExpressionAttributeNames:  map[string]string{"#n": deleteCountAtt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
@@ -43,21 +51,78 @@ func countUserDelete(table, username string) *types.Update {
 
 // UserDeletes is the sum of the count's items, read strongly consistently.
 func (s *CommandStore) UserDeletes(ctx context.Context, t commands.Tenant) (int64, error) {
-	keys := make([]map[string]types.AttributeValue, deleteShards)
-	for i := range keys {
-		keys[i] = deleteCountKey(i)
+	all := make([]int, deleteShards)
+	for i := range all {
+		all[i] = i
+	}
+	counts, err := s.readDeleteCounts(ctx, t, all)
+	var sum int64
+	for _, n := range counts {
+		sum += n
+	}
+	return sum, err
+}
+
+// UserDeleteCounts are the counts of the shards of the usernames (0 for an item not
+// written yet), keyed by the item's id.
+func (s *CommandStore) UserDeleteCounts(ctx context.Context, t commands.Tenant, usernames []string) (commands.DeleteCounts, error) {
+	seen := map[int]bool{}
+	var shards []int
+	for _, u := range usernames {
+		if sh := deleteShard(u); !seen[sh] {
+			seen[sh] = true
+			shards = append(shards, sh)
+		}
+	}
+	return s.readDeleteCounts(ctx, t, shards)
+}
+
+func (s *CommandStore) readDeleteCounts(ctx context.Context, t commands.Tenant, shards []int) (commands.DeleteCounts, error) {
+	out := make(commands.DeleteCounts, len(shards))
+	if len(shards) == 0 {
+		return out, nil
+	}
+	keys := make([]map[string]types.AttributeValue, len(shards))
+	for i, sh := range shards {
+		keys[i] = deleteCountKey(sh)
+		out[deleteCountID(sh)] = 0
 	}
 	items, err := s.batchGet(ctx, s.table(t), keys)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var sum int64
 	for _, it := range items {
 		n, err := getN(it, deleteCountAtt)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		sum += n
+		out[getS(it, "id")] = n
 	}
-	return sum, nil
+	return out, nil
+}
+
+// deleteCountChecks are the conditions of a transaction decided on counts: each count
+// item still holds the value read.
+func deleteCountChecks(table string, counts commands.DeleteCounts) []types.TransactWriteItem {
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]types.TransactWriteItem, 0, len(ids))
+	for _, id := range ids {
+		cc := &types.ConditionCheck{
+			TableName:                aws.String(table),
+			Key:                      map[string]types.AttributeValue{"id": str(id), "sk": str(skDeleteCount)},
+			ExpressionAttributeNames: map[string]string{"#n": deleteCountAtt},
+		}
+		if n := counts[id]; n == 0 {
+			cc.ConditionExpression = aws.String("attribute_not_exists(#n)")
+		} else {
+			cc.ConditionExpression = aws.String("#n = :n")
+			cc.ExpressionAttributeValues = map[string]types.AttributeValue{":n": num(n)}
+		}
+		out = append(out, types.TransactWriteItem{ConditionCheck: cc})
+	}
+	return out
 }

@@ -185,7 +185,7 @@ func (s *CommandStore) UndoMembers(ctx context.Context, t commands.Tenant, group
 				return nil // gone already, or another incarnation's now
 			}
 			if err != nil {
-				return fmt.Errorf("undo membership of %s in %s: %w", m.Username, groupKey, translate(err))
+				return fmt.Errorf("undo membership of %s in %s: %w", logUser(m.Username), groupKey, translate(err))
 			}
 			return nil
 		})

@@ -110,7 +110,7 @@ func DecodeRecord(reg *events.Registry, item map[string]types.AttributeValue) (e
 	var e events.Envelope
 	sk := getS(item, "sk")
 	if !IsHistorySK(sk) {
-		return e, fmt.Errorf("item %s/%s is not a history record", getS(item, "id"), sk)
+		return e, fmt.Errorf("item %s/%s is not a history record", logID(getS(item, "id")), logSK(sk))
 	}
 	e.EventID = getS(item, "event_id")
 	e.Type = events.Type(getS(item, "event_type"))
@@ -128,18 +128,18 @@ func DecodeRecord(reg *events.Registry, item map[string]types.AttributeValue) (e
 	e.CommandID = getS(item, "command_id")
 	e.CorrelationID = getS(item, "correlation_id")
 	if e.OccurredAt, err = ParseTime(getS(item, "occurred_at")); err != nil {
-		return e, fmt.Errorf("record %s v%d: occurred_at: %w", e.Key, e.Version, err)
+		return e, fmt.Errorf("record %s v%d: occurred_at: %w", logAgg(e.Kind, e.Key), e.Version, err)
 	}
 	if ch := getS(item, "changes"); ch != "" {
 		if err := json.Unmarshal([]byte(ch), &e.Changes); err != nil {
-			return e, fmt.Errorf("record %s v%d: changes: %w", e.Key, e.Version, err)
+			return e, fmt.Errorf("record %s v%d: changes: %w", logAgg(e.Kind, e.Key), e.Version, err)
 		}
 	}
 	if e.Payload, err = reg.Decode(e.Type, e.SchemaVersion, []byte(getS(item, "data"))); err != nil {
-		return e, fmt.Errorf("record %s v%d: %w", e.Key, e.Version, err)
+		return e, fmt.Errorf("record %s v%d: %w", logAgg(e.Kind, e.Key), e.Version, err)
 	}
 	if e.EventID == "" || e.Key == "" || e.Version < 1 || (e.Kind != events.KindUser && e.Kind != events.KindGroup) {
-		return e, fmt.Errorf("record %s/%s: missing metadata", getS(item, "id"), sk)
+		return e, fmt.Errorf("record %s/%s: missing metadata", logID(getS(item, "id")), sk)
 	}
 	return e, nil
 }

@@ -15,11 +15,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/commands"
-	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/streams"
 )
 
 // DefaultSettle is how long after its first pass an erasure sweeps the read side again:
@@ -58,6 +56,9 @@ type Eraser struct {
 	ledger  *Ledger
 	reg     *events.Registry
 	opts    Options
+	// shared names restored copies of the stage's shared tables to sweep instead of the
+	// stage's own (Reapply); empty: the stage's.
+	shared SharedTables
 }
 
 // NewEraser is an Eraser over the tables named by names.
@@ -163,9 +164,8 @@ func (x *Eraser) FirstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 }
 
 // firstPass is FirstPass; shared says whether the tables every tenant shares
-// (Idempotency-Key records, dead letters, sync status) are swept too: not when the ledger
-// is re-applied to restored tables, where they may hold a later user of the same name.
-// It runs every phase at once.
+// (Idempotency-Key records, dead letters, sync status) are swept too. It runs every phase
+// at once.
 func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) ([]string, error) {
 	return x.firstPassFrom(ctx, row, subj, erasureID, groups, shared, &pass{})
 }
@@ -212,6 +212,9 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 	}
 	if p.at(phaseReadSide) {
 		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
+			return nil, err
+		}
+		if err := x.eraseFormerNames(ctx, row, subj, found); err != nil {
 			return nil, err
 		}
 		next := phaseIdempotency
@@ -283,14 +286,22 @@ func addAll(set map[string]bool, keys []string) {
 // each segment finds are kept in the ledger for the calls after it.
 func (x *Eraser) rewriteGroups(ctx context.Context, row dynamo.Tenant, erasureID string, subj *Subject, groups map[string]bool, p *pass) error {
 	table := row.CommandsTable
+	named := "contains(#d, :q)"
+	vals := map[string]types.AttributeValue{
+		":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
+	}
+	for i, f := range subj.Former {
+		// Records from before a rename name the old username (with the same id).
+		n := fmt.Sprintf(":q%d", i)
+		named += " OR contains(#d, " + n + ")"
+		vals[n] = s(`"` + f.Username + `"`)
+	}
 	in := &dynamodb.ScanInput{
-		TableName:                aws.String(table),
-		FilterExpression:         aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND contains(#d, :q)) OR sk = :m"),
-		ExpressionAttributeNames: map[string]string{"#d": "data"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
-		},
-		ConsistentRead: aws.Bool(true),
+		TableName:                 aws.String(table),
+		FilterExpression:          aws.String("(begins_with(id, :g) AND begins_with(sk, :h) AND (" + named + ")) OR sk = :m"),
+		ExpressionAttributeNames:  map[string]string{"#d": "data"},
+		ExpressionAttributeValues: vals,
+		ConsistentRead:            aws.Bool(true),
 	}
 	var memberships []map[string]types.AttributeValue
 	seen := map[string]bool{}
@@ -356,116 +367,6 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 		}
 	}
 	return x.batchDelete(ctx, table, keys)
-}
-
-// sweepIdempotency deletes the tenant's Idempotency-Key records of requests on the user
-// (their `agg_key` is the username). The table has no index by tenant: one Scan of a
-// table whose records live 24 h, segment by segment (progress.go).
-func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *Subject, p *pass) error {
-	table := x.names.Idempotency()
-	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(table),
-		FilterExpression:          aws.String("begins_with(#k, :p) AND agg_key = :u AND kind = :kind"),
-		ExpressionAttributeNames:  map[string]string{"#k": "key"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(row.SystemID + "/" + row.TenantID + "/"), ":u": s(subj.Username), ":kind": s(string(events.KindUser))},
-		ProjectionExpression:      aws.String("#k"),
-	}
-	var keys []map[string]types.AttributeValue
-	page := func(items []map[string]types.AttributeValue) error {
-		keys = append(keys, items...)
-		return nil
-	}
-	done := func() error {
-		err := x.batchDelete(withSoftDeadline(ctx, time.Time{}), table, keys)
-		keys = keys[:0]
-		return err
-	}
-	return x.scanSegments(ctx, p, in, page, done)
-}
-
-// sweepDeadLetters deletes the dead letters of the user's aggregate, rewrites those that
-// name the person as a group's member (history records), drops any other whose keys or
-// images still name them, whatever aggregate it is parked under, and scrubs the reasons.
-func (x *Eraser) sweepDeadLetters(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
-	agg := dynamo.UserID(subj.Username)
-	for _, c := range Consumers {
-		dls := deadletters.New(x.db, x.names.DeadLetters(), c)
-		_, _, err := dls.Rewrite(ctx, row.SystemID, row.TenantID, func(dl *deadletters.Letter) (bool, bool, error) {
-			if dl.Aggregate == agg && !isErasureRecord(dl.Record) {
-				return true, false, nil
-			}
-			changed := false
-			for _, img := range []*map[string]types.AttributeValue{&dl.Record.NewImage, &dl.Record.OldImage} {
-				if *img == nil || !dynamo.IsHistorySK(attrS(*img, "sk")) {
-					continue
-				}
-				out, ch, err := RewriteHistoryItem(x.reg, *img, subj)
-				if err != nil {
-					return false, false, err
-				}
-				if ch {
-					*img, changed = out, true
-				}
-			}
-			// Whatever still names the person after the history's rewrite (a membership
-			// item, a guard, a lookup, a pointer, of any aggregate) is dropped: its
-			// item is erased from the tables anyway, so re-driving it has nothing to do.
-			if subj.NamedIn(dl.Record.Keys) || subj.NamedIn(dl.Record.NewImage) || subj.NamedIn(dl.Record.OldImage) {
-				return true, false, nil
-			}
-			if r := subj.ScrubText(dl.Reason); r != dl.Reason {
-				dl.Reason, changed = r, true
-			}
-			return false, changed, nil
-		})
-		if missing(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("dead letters of %s: %w", c, err)
-		}
-	}
-	return nil
-}
-
-// scrubSyncStatus scrubs the tenant's Keycloak sync status row: its last error and the
-// reason its realm was parked are messages that may name the user.
-func (x *Eraser) scrubSyncStatus(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
-	table := x.names.KeycloakSyncStatus()
-	k := map[string]types.AttributeValue{"system_id": s(row.SystemID), "tenant_id": s(row.TenantID)}
-	out, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: k, ConsistentRead: aws.Bool(true)})
-	if missing(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the sync status: %w", dynamo.Translate(err))
-	}
-	names := map[string]string{}
-	vals := map[string]types.AttributeValue{}
-	var sets []string
-	for attr, v := range out.Item {
-		sv, ok := v.(*types.AttributeValueMemberS)
-		if !ok || attr == "system_id" || attr == "tenant_id" {
-			continue
-		}
-		if scrubbed := subj.ScrubText(sv.Value); scrubbed != sv.Value {
-			n := fmt.Sprintf("#a%d", len(sets))
-			names[n] = attr
-			vals[":"+n[1:]] = s(scrubbed)
-			sets = append(sets, n+" = :"+n[1:])
-		}
-	}
-	if len(sets) == 0 {
-		return nil
-	}
-	_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(table), Key: k, UpdateExpression: aws.String("SET " + strings.Join(sets, ", ")),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
-	})
-	if err != nil {
-		return fmt.Errorf("scrub the sync status: %w", dynamo.Translate(err))
-	}
-	return nil
 }
 
 // query pages through one partition, consistently.
@@ -573,11 +474,4 @@ func missingErr(err error) error {
 
 func missing(err error) bool {
 	return err != nil && (errors.Is(err, errMissing) || sdkerr.ResourceNotFound(err))
-}
-
-// isErasureRecord reports whether a record is a user.erased record: its dead letter (held
-// behind an earlier dead letter of the user) is what re-driving carries the erasure out
-// with, so it stays; it names the username only, and goes when it is re-driven.
-func isErasureRecord(rec streams.Record) bool {
-	return attrS(rec.NewImage, "event_type") == string(events.UserErasedType)
 }

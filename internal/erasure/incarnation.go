@@ -4,9 +4,11 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
@@ -20,6 +22,7 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 	emails, exts = map[string]bool{}, map[string]bool{}
 	type rec struct {
 		version int64
+		at      time.Time
 		payload events.Payload
 	}
 	var history []rec
@@ -37,7 +40,7 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 			if err != nil {
 				return err
 			}
-			history = append(history, rec{env.Version, env.Payload})
+			history = append(history, rec{env.Version, env.OccurredAt, env.Payload})
 		case strings.HasPrefix(sk, "group#"):
 			groups[strings.TrimPrefix(sk, "group#")] = true
 		}
@@ -46,11 +49,13 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 	if err != nil {
 		return nil, nil, err
 	}
-	subj.From = 0
+	subj.From, subj.Since, subj.Former = 0, time.Time{}, nil
 	if subj.IDOnly {
 		for _, r := range history {
-			if _, ok := r.payload.(*events.UserCreated); ok {
-				subj.From = r.version
+			switch r.payload.(type) {
+			case *events.UserCreated, *events.UserRenamed:
+				// The incarnation came to the name by its creation or a rename.
+				subj.From, subj.Since = r.version, r.at
 			}
 		}
 	}
@@ -60,6 +65,9 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 		}
 		if u, ok := events.UserState(r.payload); ok {
 			subj.AddUser(u)
+			if len(u.FormerNames) > 0 {
+				subj.Former = u.FormerNames
+			}
 			if u.Email != "" {
 				emails[u.Email] = true
 			}
@@ -91,4 +99,81 @@ func (s *Subject) erasedWriteItem(sk string) bool {
 		return v >= s.From
 	}
 	return true
+}
+
+// letterTime is when a dead letter's record was written: its image's `occurred_at` (a
+// history record's), else the stream's approximate time (rounded down, to the minute on
+// DynamoDB Local: approx), else when it was parked.
+func letterTime(dl *deadletters.Letter) (at time.Time, approx bool) {
+	for _, img := range []map[string]types.AttributeValue{dl.Record.NewImage, dl.Record.OldImage} {
+		if at, err := dynamo.ParseTime(attrS(img, "occurred_at")); err == nil {
+			return at, false
+		}
+	}
+	if !dl.Record.ApproximateCreationDateTime.IsZero() {
+		return dl.Record.ApproximateCreationDateTime, true
+	}
+	return dl.At, false
+}
+
+// letterInTime reports whether a dead letter's record was written while the name was the
+// subject's (Since, Until); a rounded time is taken as the latest it may stand for.
+func (s *Subject) letterInTime(dl *deadletters.Letter) bool {
+	at, approx := letterTime(dl)
+	if at.IsZero() {
+		return s.Until.IsZero() // unknown: the subject's unless a later user can exist
+	}
+	since := s.Since
+	if approx {
+		since = since.Add(-time.Minute)
+	}
+	return (s.Since.IsZero() || !at.Before(since)) && (s.Until.IsZero() || !at.After(s.Until))
+}
+
+// idsOnly is the subject matched by its ids alone (NamedIn finds no name or value).
+func (s *Subject) idsOnly() *Subject {
+	return &Subject{IDs: s.IDs, Values: map[string]bool{}, idHashes: s.idHashes}
+}
+
+// letterOfSubject reports whether a dead letter of the user's aggregate is the erased
+// incarnations': by the user id its record holds (a history record's state), by its time
+// when it holds none.
+func (s *Subject) letterOfSubject(reg *events.Registry, dl *deadletters.Letter) bool {
+	if !s.IDOnly && s.Until.IsZero() {
+		return true // every incarnation under the name, and no one after it
+	}
+	if matched, hasID := s.letterID(reg, dl); hasID {
+		return matched
+	}
+	return s.letterInTime(dl)
+}
+
+// letterID reports whether a dead letter's record holds a user id (a user history
+// record's state), and whether it is an erased one.
+func (s *Subject) letterID(reg *events.Registry, dl *deadletters.Letter) (matched, hasID bool) {
+	for _, img := range []map[string]types.AttributeValue{dl.Record.NewImage, dl.Record.OldImage} {
+		if img == nil || !dynamo.IsHistorySK(attrS(img, "sk")) {
+			continue
+		}
+		env, err := dynamo.DecodeRecord(reg, img)
+		if err != nil {
+			continue
+		}
+		var ids []string
+		if u, ok := events.UserState(env.Payload); ok {
+			ids = append(ids, u.ID)
+		}
+		switch p := env.Payload.(type) {
+		case *events.UserDeleted:
+			ids = append(ids, p.PreviousID)
+		case *events.UserErased:
+			ids = append(ids, p.PreviousID)
+		}
+		for _, id := range ids {
+			if id != "" {
+				return s.isMember("", id), true
+			}
+		}
+	}
+	return false, false
 }

@@ -4,21 +4,28 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // Restored names the tables a restore brought back (point-in-time recovery restores into
-// new tables): all three, or none for tables restored under the tenant's current names.
+// new tables): the tenant's three, or none for tables restored under the tenant's current
+// names; and each of the stage's shared tables restored into a new table (the others are
+// swept where they are).
 type Restored struct {
 	CommandsTable, UsersTable, ActivitiesTable string
+	// IdempotencyTable, DeadLettersTable and SyncStatusTable are restored copies of the
+	// stage's shared tables; empty: the stage's own.
+	IdempotencyTable, DeadLettersTable, SyncStatusTable string
 }
 
 // ReapplyResult says what a re-application found.
@@ -31,7 +38,13 @@ type ReapplyResult struct {
 // Reapply erases again, from restored tables, every user the tenant's ledger has erased
 // (docs/erasure.md, "Backups"): it finds them by the hashes of their ids, which every
 // incarnation's records carry, so a user created later under the same name is left alone.
-// Nothing streams into restored tables, so both passes run at once.
+// Nothing streams into restored tables, so both passes run at once. The tables every
+// tenant shares (Idempotency-Key records, dead letters, the sync status; restored copies
+// when r names them) are swept too, by the erased ids where a record holds one and by the
+// time the erased incarnation held the name where it holds none (from its creation to
+// the erasure's completion), so that a later user of the name is never touched. The
+// erasures' pointer items (`erasure#<id>`) of erasures done are removed from the restored
+// write table.
 func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored) (ReapplyResult, error) {
 	set := 0
 	for _, n := range []string{r.CommandsTable, r.UsersTable, r.ActivitiesTable} {
@@ -66,11 +79,25 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	if err != nil {
 		return ReapplyResult{}, err
 	}
+	y := *x
+	y.shared = SharedTables{Idempotency: r.IdempotencyTable, DeadLetters: r.DeadLettersTable, SyncStatus: r.SyncStatusTable}
 	res := ReapplyResult{Erasures: len(entries)}
-	byHash := map[string]string{} // id hash → erasure id
-	all := map[string]bool{}      // erasure id → its AllIncarnations
+	byHash := map[string]string{}   // id hash → erasure id
+	all := map[string]bool{}        // erasure id → its AllIncarnations
+	until := map[string]time.Time{} // erasure id → when it was done (zero: pending)
 	for _, e := range entries {
 		all[e.ErasureID] = e.AllIncarnations
+		if e.CompletedAt != nil {
+			if at, err := dynamo.ParseTime(*e.CompletedAt); err == nil {
+				until[e.ErasureID] = at
+			}
+		}
+		if e.Places[commands.PlaceWriteModel] == dynamo.ErasureStatusDone {
+			// The pointer went with the tombstone; a restore from before brings it back.
+			if err := y.forgetPointer(ctx, row, e.ErasureID); err != nil {
+				return res, err
+			}
+		}
 		for _, h := range e.IDHashes {
 			byHash[h] = e.ErasureID
 		}
@@ -85,13 +112,12 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	for username, erasureID := range found {
 		subj := NewSubject(username)
 		subj.IDOnly = !all[erasureID]
-		// The tables every tenant shares were swept by the erasure itself and are not
-		// restored with a tenant; they may hold a later user of the same name.
-		groups, err := x.firstPass(ctx, row, subj, erasureID, nil, false)
+		subj.Until = until[erasureID]
+		groups, err := y.firstPass(ctx, row, subj, erasureID, nil, true)
 		if err != nil {
 			return res, err
 		}
-		if err := x.secondPass(ctx, row, subj, erasureID, groups, false); err != nil {
+		if err := y.secondPass(ctx, row, subj, erasureID, groups, false, true); err != nil {
 			return res, err
 		}
 		res.Users++

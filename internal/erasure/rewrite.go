@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -27,6 +28,14 @@ type Subject struct {
 	// From is the version the erased incarnations start at in the user's partition (0:
 	// every version); the history before it is an earlier incarnation's, and kept.
 	From int64
+	// Since and Until bound, when set, the time the erased incarnations held the name:
+	// Since is the erased incarnation's creation (without AllIncarnations), Until the
+	// erasure's completion (re-applied to restored tables, where a later user of the name
+	// may have written since). Records that hold no user id (Idempotency-Key records, a
+	// dead letter's keys) are matched by their time within them.
+	Since, Until time.Time
+	// Former are the usernames the erased person held before a rename (formernames.go).
+	Former []events.FormerName
 	// idHashes are erased ids known only by their hashes (the ledger's, when a pass runs
 	// without the user's partition at hand).
 	idHashes map[string]bool
@@ -98,6 +107,9 @@ func (s *Subject) isMember(username, userID string) bool {
 // message) with "[erased]", in any case.
 func (s *Subject) ScrubText(text string) string {
 	needles := []string{s.Username}
+	for _, f := range s.Former {
+		needles = append(needles, f.Username)
+	}
 	for id := range s.IDs {
 		needles = append(needles, id)
 	}
@@ -162,11 +174,12 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 			}
 		}
 	}
+	byID := changed
 	if c, ok := e.Changes["member"]; ok && (!s.IDOnly || changed) {
-		if name, _ := c.Old.(string); name != "" && name == s.Username {
+		if name, _ := c.Old.(string); name != "" && (name == s.Username || (byID && s.isFormer(name))) {
 			c.Old, changed = events.ErasedValue(), true
 		}
-		if name, _ := c.New.(string); name != "" && name == s.Username {
+		if name, _ := c.New.(string); name != "" && (name == s.Username || (byID && s.isFormer(name))) {
 			c.New, changed = events.ErasedValue(), true
 		}
 		e.Changes["member"] = c

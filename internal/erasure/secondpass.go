@@ -21,16 +21,18 @@ import (
 // this erasure's, which frees the name, and marks the write model done. Run again after
 // the name was freed, it touches nothing and only marks the places.
 func (x *Eraser) SecondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string) error {
-	return x.secondPass(ctx, row, subj, erasureID, groups, true)
+	return x.secondPass(ctx, row, subj, erasureID, groups, true, true)
 }
 
-func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool) error {
+// secondPass is SecondPass; live says the tables are the tenant's own (a tombstone holds
+// the name), shared that the tables every tenant shares are swept too.
+func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, live, shared bool) error {
 	// Everything below finds the person by the name, which is safe only while the name is
 	// refused: while the write model's tombstone is still this erasure's, nobody else can
 	// have been created under it. Once it is gone (an earlier run of this pass deleted it
 	// and then could not mark the places), a new user may hold the name: nothing is swept
 	// again, the places are only marked (docs/erasure.md, "Only its person").
-	held, err := x.holdsName(ctx, row.CommandsTable, subj.Username, erasureID, shared)
+	held, err := x.holdsName(ctx, row.CommandsTable, subj.Username, erasureID, live)
 	if err != nil {
 		return err
 	}
@@ -61,7 +63,7 @@ func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subjec
 		if err := x.ledger.MarkDone(ctx, row.SystemID, row.TenantID, erasureID, places...); err != nil {
 			return err
 		}
-		if err := x.releaseName(ctx, row.CommandsTable, subj, erasureID, shared); err != nil {
+		if err := x.releaseName(ctx, row.CommandsTable, subj, erasureID, live); err != nil {
 			return err
 		}
 	}
