@@ -204,9 +204,11 @@ func (x *Eraser) eraseFormerRead(ctx context.Context, row dynamo.Tenant, subj *S
 		pk := projections.EntityPK("user:" + name)
 		var err error
 		if free {
-			err = x.deleteFeed(ctx, t, pk, lo)
+			under := former
+			under.From = lo
+			err = x.deleteFeed(ctx, t, pk, &under)
 		} else if lo > 0 {
-			err = x.deleteFeedVersions(ctx, t, pk, lo, hi+1)
+			err = x.deleteFeedVersions(ctx, t, pk, lo, hi+1, subj)
 		}
 		if missing(err) {
 			continue
@@ -230,11 +232,20 @@ func (x *Eraser) eraseFormerRead(ctx context.Context, row dynamo.Tenant, subj *S
 	return nil
 }
 
-// deleteFeedVersions deletes the items of a feed of the versions lo to hi.
-func (x *Eraser) deleteFeedVersions(ctx context.Context, table, pk string, lo, hi int64) error {
+// deleteFeedVersions deletes the items of a feed of the user's own versions lo to hi, and
+// the copies of group membership changes (whose version is the group's) that carry an
+// erased id.
+func (x *Eraser) deleteFeedVersions(ctx context.Context, table, pk string, lo, hi int64, subj *Subject) error {
 	var keys []map[string]types.AttributeValue
 	err := x.query(ctx, table, "pk", pk, func(it map[string]types.AttributeValue) error {
-		if v := historyVersion(it); v >= lo && v <= hi {
+		var erased bool
+		if strings.HasPrefix(attrS(it, "entity"), "user:") {
+			v := historyVersion(it)
+			erased = v >= lo && v <= hi
+		} else {
+			erased = subj.isMember("", attrS(it, "user_id"))
+		}
+		if erased {
 			keys = append(keys, map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]})
 		}
 		return nil
