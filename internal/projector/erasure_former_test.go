@@ -131,7 +131,9 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 			must(err)
 			for _, it := range out.Items {
 				text := dynamo.StringAttr(it, "data") + dynamo.StringAttr(it, "changes")
-				if strings.Contains(text, "Firstolga") || strings.Contains(text, first.ID) {
+				// The first olga's: her own events, and the copies of her membership changes
+				// in the name's feed (which carry her id apart from their changes).
+				if strings.Contains(text, "Firstolga") || strings.Contains(text, first.ID) || dynamo.StringAttr(it, "user_id") == first.ID {
 					continue
 				}
 				if q.pkName == "id" && dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
