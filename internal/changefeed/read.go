@@ -25,7 +25,7 @@ var _ ReadDB = (*dynamodb.Client)(nil)
 // ErrExpired answers a position older than the retention: changes after it may be gone.
 var ErrExpired = errors.New("changefeed: the cursor is older than the feed's retention")
 
-// clockMargin is taken off the time a position is known complete, so that a writer whose
+// clockMargin (at most a tenth of the retention) is taken off the time a position is known complete, so that a writer whose
 // clock is a little behind the reader's never has a change expire before the cursor
 // pointing at it does.
 const clockMargin = time.Minute
@@ -150,7 +150,11 @@ func (r *Reader) Read(ctx context.Context, system, tenant string, from Position,
 }
 
 func (r *Reader) complete(after int64, seen time.Time) Position {
-	return Position{After: after, Seen: seen.Add(-clockMargin)}
+	margin := clockMargin
+	if r.retention > 0 {
+		margin = min(margin, r.retention/10)
+	}
+	return Position{After: after, Seen: seen.Add(-margin)}
 }
 
 // Wait polls the head until a change after `after` is visible, ctx ends or until passes;
