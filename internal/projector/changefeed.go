@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -38,7 +39,12 @@ func (h *Handler) appendChange(ctx context.Context, rec streams.Record, env even
 	}
 	c, err := changefeed.FromEnvelope(rec.System, rec.Tenant, env)
 	if err != nil {
-		return err
+		// A record the feed cannot express must not hold up the aggregate's later
+		// records (their views are written already): it is left out, loudly.
+		h.log.Error("a change left out of the change feed", zap.String("tenant", rec.System+"/"+rec.Tenant),
+			zap.String("aggregate", identity.LogKey(env.Entity())), zap.Int64("version", env.Version),
+			zap.String("event_type", string(env.Type)), zap.Error(err))
+		return nil
 	}
 	if r, ok := env.Payload.(*events.UserRenamed); ok && c.Requires > 0 {
 		if c.RequiresAt, err = h.recordedAt(ctx, rec, r.PreviousUsername, r.PreviousVersion); err != nil {

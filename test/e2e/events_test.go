@@ -118,13 +118,13 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 	lease := "SSO_STREAM_LEASE=3s"
 
 	w := &feedWalker{t: t, url: "http://" + query.addr + path + "/events"}
-	stop := make(chan struct{})
+	stop, stopWalk := make(chan struct{}), make(chan struct{})
 	walked := make(chan struct{})
 	go func() {
 		defer close(walked)
 		for {
 			select {
-			case <-stop:
+			case <-stopWalk:
 				return
 			default:
 			}
@@ -134,6 +134,26 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 
 	done := make(chan int64)
 	go func() { done <- workload(t, base, 600, 37) }()
+	// Renames too: the person's next change is recorded under another partition.
+	renamed := make(chan int)
+	go func() {
+		n := 0
+		defer func() { renamed <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+			r := call(t, "POST", fmt.Sprintf("%s/users/u%d/rename", base, (i*37)%120), map[string]any{"username": fmt.Sprintf("r%d", i)})
+			switch {
+			case r.status >= 500:
+				t.Errorf("rename answered %d: %s", r.status, r.body)
+			case r.status == 200:
+				n++
+			}
+		}
+	}()
 	projector := e.start("projector", lease)
 	var accepted int64
 	for round := 0; accepted == 0; round++ {
@@ -149,13 +169,18 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 			defer second.stop(t)
 		}
 	}
-	t.Logf("workload: %d commands accepted", accepted)
+	close(stop)
+	renames := <-renamed
+	t.Logf("workload: %d commands accepted, %d renames", accepted, renames)
+	if renames == 0 {
+		t.Error("no rename was accepted: the test did not cover them")
+	}
 	want := historyOf(t, e, "feed", "t1")
 	eventually(t, 2*time.Minute, "the walk to reach every change", func() (bool, string) {
 		n := w.count()
 		return n >= len(want), fmt.Sprintf("%d of %d changes walked", n, len(want))
 	})
-	close(stop)
+	close(stopWalk)
 	<-walked
 
 	last := map[string]int64{}
