@@ -86,9 +86,9 @@ func (t *TenantClient) ReadEvents(ctx context.Context, cursor string, limit int,
 }
 
 // Events iterates over the tenant's change feed: every change once, each aggregate's in
-// version order. Each change comes with the cursor that goes on after it: keep the last
-// one to resume there. An error ends the walk (a 410 cursor_expired means the cursor is
-// older than the feed's retention: start again without one).
+// version order. Each change comes with a cursor to resume from (EventAt). An error ends
+// the walk; client.HasCode(err, CodeCursorExpired) (410) means the cursor is older than the
+// feed's retention: start again without one.
 func (t *TenantClient) Events(ctx context.Context, o EventsOptions) iter.Seq2[EventAt, error] {
 	return func(yield func(EventAt, error) bool) {
 		cursor, wait := o.After, o.Wait

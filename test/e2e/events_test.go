@@ -183,32 +183,7 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 	close(stopWalk)
 	<-walked
 
-	last := map[string]int64{}
-	ids := map[string]bool{}
-	for _, ev := range w.seen {
-		c, ok := want[ev.ID]
-		switch {
-		case ids[ev.ID]:
-			t.Errorf("change %s walked twice", ev.ID)
-		case !ok:
-			t.Errorf("change %s is in no history record", ev.ID)
-		case ev.Data.ID != c.Aggregate || ev.Data.Version != c.Version:
-			t.Errorf("change %s is %s v%d, the log says %s v%d", ev.ID, ev.Data.ID, ev.Data.Version, c.Aggregate, c.Version)
-		case ev.Data.Version <= last[ev.Data.ID]:
-			t.Errorf("%s v%d walked after v%d", ev.Data.ID, ev.Data.Version, last[ev.Data.ID])
-		}
-		ids[ev.ID] = true
-		last[ev.Data.ID] = max(last[ev.Data.ID], ev.Data.Version)
-		if ev.SpecVersion != "1.0" || ev.Source != "/v1/systems/feed/tenants/t1" || !strings.HasPrefix(ev.Type, "io.ssodir.") {
-			t.Errorf("change %s is not the tenant's CloudEvent: %s", ev.ID, ev.raw)
-		}
-		if bytes.Contains(ev.raw, []byte("password")) {
-			t.Errorf("change %s shows a password: %s", ev.ID, ev.raw)
-		}
-	}
-	if len(w.seen) != len(want) {
-		t.Errorf("walked %d changes, the command log holds %d", len(w.seen), len(want))
-	}
+	checkWalk(t, "/v1/systems/feed/tenants/t1", w.seen, want)
 	if t.Failed() {
 		return
 	}
@@ -255,4 +230,45 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 			t.Errorf("an expired cursor: %d %s, want 410 cursor_expired", r.status, r.body)
 		}
 	})
+}
+
+// checkWalk compares a walk of the feed with the command log: every change once, each
+// aggregate's in version order, the tenant's CloudEvents, no password.
+func checkWalk(t *testing.T, source string, seen []feedEvent, want map[string]changefeed.Change) {
+	t.Helper()
+	last := map[string]int64{}
+	ids := map[string]bool{}
+	for _, ev := range seen {
+		c, ok := want[ev.ID]
+		switch {
+		case ids[ev.ID]:
+			t.Errorf("change %s walked twice", ev.ID)
+		case !ok:
+			t.Errorf("change %s is in no history record", ev.ID)
+		case ev.Data.ID != c.Aggregate || ev.Data.Version != c.Version:
+			t.Errorf("change %s is %s v%d, the log says %s v%d", ev.ID, ev.Data.ID, ev.Data.Version, c.Aggregate, c.Version)
+		case ev.Data.Version <= last[ev.Data.ID]:
+			t.Errorf("%s v%d walked after v%d", ev.Data.ID, ev.Data.Version, last[ev.Data.ID])
+		}
+		ids[ev.ID] = true
+		last[ev.Data.ID] = max(last[ev.Data.ID], ev.Data.Version)
+		if ev.SpecVersion != "1.0" || ev.Source != source || !strings.HasPrefix(ev.Type, "io.ssodir.") {
+			t.Errorf("change %s is not the tenant's CloudEvent: %s", ev.ID, ev.raw)
+		}
+		if bytes.Contains(ev.raw, []byte("password")) {
+			t.Errorf("change %s shows a password: %s", ev.ID, ev.raw)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("walked %d changes, the command log holds %d", len(seen), len(want))
+	}
+}
+
+// walkAll walks a tenant's feed from its start to its end.
+func walkAll(t *testing.T, url string) []feedEvent {
+	t.Helper()
+	w := &feedWalker{t: t, url: url}
+	for w.page(100, 0) > 0 {
+	}
+	return w.seen
 }
