@@ -176,10 +176,13 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 		t.Error("no rename was accepted: the test did not cover them")
 	}
 	want := historyOf(t, e, "feed", "t1")
-	eventually(t, 2*time.Minute, "the walk to reach every change", func() (bool, string) {
-		n := w.count()
-		return n >= len(want), fmt.Sprintf("%d of %d changes walked", n, len(want))
-	})
+	for deadline := time.Now().Add(2 * time.Minute); w.count() < len(want); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(stopWalk)
+			<-walked
+			t.Fatalf("the walk reached %d of %d changes in 2 minutes; missing:\n%s", w.count(), len(want), missing(t, e, w.seen, want))
+		}
+	}
 	close(stopWalk)
 	<-walked
 
@@ -271,4 +274,33 @@ func walkAll(t *testing.T, url string) []feedEvent {
 	for w.page(100, 0) > 0 {
 	}
 	return w.seen
+}
+
+// missing describes the changes of want a walk did not see, and what the feed table holds
+// of their aggregates.
+func missing(t *testing.T, e *env, seen []feedEvent, want map[string]changefeed.Change) string {
+	t.Helper()
+	got := map[string]bool{}
+	for _, ev := range seen {
+		got[ev.ID] = true
+	}
+	items := scan(t, e.db, changefeed.TableName(dynamo.Names{Prefix: e.prefix}))
+	var b strings.Builder
+	for id, c := range want {
+		if got[id] {
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %s v%d requires %d: %.300s\n", id, c.Aggregate, c.Version, c.Requires, c.Event)
+		for _, it := range items {
+			if dynamo.StringAttr(it, "aggregate") == c.Aggregate {
+				fmt.Fprintf(&b, "  table: %s %s version %v\n", dynamo.StringAttr(it, "pk"), dynamo.StringAttr(it, "sk"), it["version"])
+			}
+		}
+		for _, ev := range seen {
+			if ev.Data.ID == c.Aggregate {
+				fmt.Fprintf(&b, "  walked: %s v%d %s\n", ev.Type, ev.Data.Version, ev.ID)
+			}
+		}
+	}
+	return b.String()
 }
