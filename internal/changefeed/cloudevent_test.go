@@ -28,9 +28,9 @@ func TestFromEnvelope(t *testing.T) {
 		subjectEmpty bool
 	}{
 		{name: "a created user carries its state and never its password",
-			env:    envelope(events.KindUser, "jdoe", 1, &events.UserCreated{User: user, PasswordCiphertext: "c1pher"}),
-			id:     "uid-1",
-			wantIn: []string{`"type":"io.ssodir.user.created"`, `"subject":"user:jdoe"`, `"source":"/v1/systems/s1/tenants/t1"`, `"specversion":"1.0"`, `"email":"jdoe@example.com"`},
+			env:       envelope(events.KindUser, "jdoe", 1, &events.UserCreated{User: user, PasswordCiphertext: "c1pher"}),
+			id:        "uid-1",
+			wantIn:    []string{`"type":"io.ssodir.user.created"`, `"subject":"user:jdoe"`, `"source":"/v1/systems/s1/tenants/t1"`, `"specversion":"1.0"`, `"email":"jdoe@example.com"`},
 			wantNotIn: []string{"c1pher", "password"}},
 		{name: "a password change says nothing of the password",
 			env:       envelope(events.KindUser, "jdoe", 3, &events.UserPasswordChanged{User: user, PasswordCiphertext: "c1pher"}),
