@@ -242,3 +242,40 @@ func TestAPositionPastTheRetentionIsExpired(t *testing.T) {
 		t.Errorf("a new walk saw %d expired changes", len(got))
 	}
 }
+
+// TestANewTenantsRenameWaitsEvenAsItsFirstChange: in a tenant created after the stage's
+// feed began, a rename that reaches the feed before the person's earlier changes (the
+// feed knows nothing of them yet) waits for them; in a tenant older than the feed, whose
+// earlier changes may have been projected before the feed existed, it does not.
+func TestANewTenantsRenameWaitsEvenAsItsFirstChange(t *testing.T) {
+	t.Parallel()
+	db, table := dynamotest.Current(t).DynamoDB(), feedTable(t)
+	ctx := context.Background()
+	created := time.Now().Add(time.Hour) // after the feed began
+	a := changefeed.NewAppender(db, table, changefeed.Options{RequireWait: 200 * time.Millisecond,
+		TenantCreated: func(context.Context, string, string) (time.Time, error) { return created, nil }})
+	rename := change("u1", 2)
+	rename.Requires, rename.RequiresAt = 1, time.Now().Add(-time.Minute)
+	if err := a.Append(ctx, rename); !errors.Is(err, changefeed.ErrPredecessorPending) {
+		t.Fatalf("the rename as the tenant's first change: %v, want ErrPredecessorPending", err)
+	}
+	if err := a.Append(ctx, change("u1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, rename); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := walk(t, changefeed.NewReader(db, table, 0, nil), changefeed.Position{}, 10)
+	if len(got) != 2 || got[0].Data.Version != 1 || got[1].Data.Version != 2 {
+		t.Errorf("feed %+v, want u1 v1 then v2", got)
+	}
+
+	old := changefeed.NewAppender(db, table, changefeed.Options{RequireWait: 200 * time.Millisecond,
+		TenantCreated: func(context.Context, string, string) (time.Time, error) { return time.Now().Add(-24 * time.Hour), nil }})
+	c := change("u9", 5)
+	c.System, c.Tenant = "s1", "older"
+	c.Requires, c.RequiresAt = 4, time.Now().Add(-time.Minute)
+	if err := old.Append(ctx, c); err != nil {
+		t.Errorf("a rename in a tenant older than the feed: %v, want nil", err)
+	}
+}
