@@ -99,16 +99,8 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
 		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
 	a.handler.Erase(a.eraser, filter)
-	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names), changefeed.Options{
-		Retention: cfg.EventsRetention,
-		TenantCreated: func(ctx context.Context, system, tenant string) (time.Time, error) {
-			row, err := a.tenants.Get(ctx, system, tenant)
-			if err != nil {
-				return time.Time{}, err
-			}
-			return dynamo.ParseTime(row.CreatedAt)
-		},
-	}), clients.DB)
+	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names),
+		changefeed.Options{Retention: cfg.EventsRetention}), clients.DB)
 
 	if len(args) == 0 && config.InLambda(env) {
 		return a.lambda(ctx)

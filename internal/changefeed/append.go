@@ -17,8 +17,7 @@ import (
 
 // WriteDB is the part of DynamoDB the appender uses.
 type WriteDB interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -50,10 +49,6 @@ type Options struct {
 	RequireWait time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// TenantCreated is when a tenant was created. A tenant created after the stage's feed
-	// began has had every record appended, so a rename's missing predecessor is always
-	// waited for; nil: every tenant is taken to predate the feed.
-	TenantCreated func(ctx context.Context, system, tenant string) (time.Time, error)
 }
 
 // Appender appends changes to the feed. The changes of one tenant that arrive while a
@@ -65,7 +60,7 @@ type Appender struct {
 
 	mu     sync.Mutex
 	queues map[string]*queue
-	// began is when the stage's feed began (ms; 0 until read).
+	// began is when the stage's feed began: the feed table's creation (ms; 0 until read).
 	began int64
 }
 
@@ -194,7 +189,7 @@ func (a *Appender) flush(ctx context.Context, system, tenant string, batch []*pe
 		now := a.opts.Now().UnixMilli()
 		if !st.headFound {
 			st.next = 1
-			if st.startedAt, err = a.tenantStart(ctx, system, tenant, now); err != nil {
+			if st.startedAt, err = a.stageBegan(ctx); err != nil {
 				for i := range results {
 					results[i] = err
 				}
@@ -254,67 +249,24 @@ func (a *Appender) willCome(c Change, known bool, st state) bool {
 	return c.RequiresAt.UnixMilli() >= st.startedAt
 }
 
-// The item that says when the stage's feed began: the first append of any projector with
-// the feed writes it.
-const (
-	pkStage      = "stage"
-	skStageBegan = "began"
-	attrAt       = "at_ms"
-)
-
-// tenantStart is the started_at of a tenant's new head: 0 for a tenant created after the
-// stage's feed began (every record of it comes to the feed), now for an older one (its
-// records processed before are not in the feed, docs/events.md).
-func (a *Appender) tenantStart(ctx context.Context, system, tenant string, now int64) (int64, error) {
-	if a.opts.TenantCreated == nil {
-		return now, nil
-	}
-	began, err := a.stageBegan(ctx, now)
-	if err != nil {
-		return 0, err
-	}
-	created, err := a.opts.TenantCreated(ctx, system, tenant)
-	if err != nil {
-		return 0, fmt.Errorf("tenant %s/%s: %w", system, tenant, err)
-	}
-	if !created.IsZero() && created.UnixMilli() >= began {
-		return 0, nil
-	}
-	return now, nil
-}
-
-// stageBegan reads, or on the stage's first append writes, when the stage's feed began.
-func (a *Appender) stageBegan(ctx context.Context, now int64) (int64, error) {
+// stageBegan is when the stage's feed began: when its table was made, before any projector
+// appended to it. A change recorded since is projected by a projector with the feed (but
+// for those of a rolling upgrade's old processes, docs/events.md), so it comes to the feed.
+func (a *Appender) stageBegan(ctx context.Context) (int64, error) {
 	a.mu.Lock()
 	began := a.began
 	a.mu.Unlock()
 	if began != 0 {
 		return began, nil
 	}
-	key := map[string]types.AttributeValue{attrPK: str(pkStage), attrSK: str(skStageBegan)}
-	for range 2 {
-		out, err := a.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(a.table), Key: key, ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return 0, fmt.Errorf("read when the change feed began: %w", err)
-		}
-		if out.Item != nil {
-			began = numAttr(out.Item, attrAt)
-			break
-		}
-		_, err = a.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(a.table),
-			Item:                map[string]types.AttributeValue{attrPK: str(pkStage), attrSK: str(skStageBegan), attrAt: num(now)},
-			ConditionExpression: aws.String("attribute_not_exists(pk)")})
-		if err == nil {
-			began = now
-			break
-		}
-		if !sdkerr.ConditionFailed(err) {
-			return 0, fmt.Errorf("write when the change feed began: %w", err)
-		}
+	out, err := a.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(a.table)})
+	if err != nil {
+		return 0, fmt.Errorf("describe the change feed's table: %w", err)
 	}
-	if began == 0 {
-		return 0, errors.New("changefeed: when the feed began is neither readable nor writable")
+	if out.Table == nil || out.Table.CreationDateTime == nil {
+		return 0, errors.New("changefeed: the feed table has no creation time")
 	}
+	began = out.Table.CreationDateTime.UnixMilli()
 	a.mu.Lock()
 	a.began = began
 	a.mu.Unlock()
