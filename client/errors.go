@@ -28,6 +28,7 @@ const (
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	CodeTableQuotaExceeded   = "table_quota_exceeded"
 	CodeUnavailable          = "unavailable"
+	CodeCursorExpired        = "cursor_expired"
 	CodeInternal             = "internal"
 )
 

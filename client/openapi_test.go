@@ -193,6 +193,16 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			}
 			return nil
 		},
+		"TenantClient.ReadEvents": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.ReadEvents(ctx, "", 0, 0)
+			return err
+		},
+		"TenantClient.Events": func(_ *client.Client, tc *client.TenantClient) error {
+			for _, err := range tc.Events(ctx, client.EventsOptions{}) {
+				return err
+			}
+			return nil
+		},
 	}
 
 	var methods []string

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 )
 
@@ -183,6 +184,7 @@ func (s *Stage) systemTables() {
 		dynamo.ScimTokensTable(s.Names.ScimTokens()),
 		dynamo.KeycloakSyncStatusTable(s.Names.KeycloakSyncStatus()),
 		dynamo.ErasuresTable(s.Names.Erasures()),
+		changefeed.Table(changefeed.TableName(s.Names)),
 	}
 	specs = append(specs, dynamo.StreamTables(s.Names.StreamLeases(), s.Names.DeadLetters())...)
 	for _, spec := range specs {

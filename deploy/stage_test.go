@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 )
 
@@ -182,7 +183,7 @@ func TestSystemTablesHaveRecoveryTheStagesKeyAndTags(t *testing.T) {
 	}
 	sort.Strings(names)
 	n := dynamo.Names{Prefix: "mbcsso_prod"}
-	want := []string{n.Config(), n.DeadLetters(), n.KeycloakSyncStatus(), n.StreamLeases(), n.Idempotency(), n.ScimTokens(), n.Erasures()}
+	want := []string{n.Config(), n.DeadLetters(), n.KeycloakSyncStatus(), n.StreamLeases(), n.Idempotency(), n.ScimTokens(), n.Erasures(), changefeed.TableName(n)}
 	sort.Strings(want)
 	if fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Errorf("system tables %v, want %v", names, want)
@@ -212,7 +213,7 @@ func TestSystemTablesHaveRecoveryTheStagesKeyAndTags(t *testing.T) {
 	// Every table's TTL is the one internal/dynamo gives it, and only those have one.
 	ttl := map[string]string{}
 	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(n.Config()), dynamo.IdempotencyTable(n.Idempotency()), dynamo.ScimTokensTable(n.ScimTokens()),
-		dynamo.KeycloakSyncStatusTable(n.KeycloakSyncStatus()), dynamo.ErasuresTable(n.Erasures())},
+		dynamo.KeycloakSyncStatusTable(n.KeycloakSyncStatus()), dynamo.ErasuresTable(n.Erasures()), changefeed.Table(changefeed.TableName(n))},
 		dynamo.StreamTables(n.StreamLeases(), n.DeadLetters())...)
 	for _, spec := range specs {
 		ttl[*spec.Input.TableName] = spec.TTLAttr

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -51,6 +52,7 @@ SSO_SYSTEM_TABLES (create or existing), SSO_PROGRESS_TOKEN (the token query APIs
 GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS (default 64),
 SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
 SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
+SSO_EVENTS_RETENTION (default 720h: how long the change feed keeps a change),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -97,6 +99,8 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
 		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
 	a.handler.Erase(a.eraser, filter)
+	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names),
+		changefeed.Options{Retention: cfg.EventsRetention}), clients.DB)
 
 	if len(args) == 0 && config.InLambda(env) {
 		return a.lambda(ctx)
@@ -121,7 +125,8 @@ func (a *app) deadLetterTable() string { return a.names.DeadLetters() }
 func (a *app) ensureTables(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.ErasuresTable(a.names.Erasures())}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
+	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(a.names.Config()), dynamo.ErasuresTable(a.names.Erasures()),
+		changefeed.Table(changefeed.TableName(a.names))}, dynamo.StreamTables(a.leaseTable(), a.deadLetterTable())...)
 	if err := dynamo.EnsureSystemTables(ctx, a.clients.DB, process.TableSettings(a.cfg.Common), specs...); err != nil {
 		return err
 	}

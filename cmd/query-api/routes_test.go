@@ -262,7 +262,7 @@ func TestEveryRoute(t *testing.T) {
 					t.Errorf("openapi %q", doc.OpenAPI)
 				}
 				for _, p := range []string{"", "/users", "/users/{username}", "/users/{username}/groups", "/groups",
-					"/groups/{name}", "/groups/{name}/members", "/activity"} {
+					"/groups/{name}", "/groups/{name}/members", "/activity", "/events"} {
 					if _, ok := doc.Paths["/v1/systems/{system}/tenants/{tenant}"+p]["get"]; !ok {
 						t.Errorf("no GET %q in the OpenAPI document", p)
 					}

@@ -52,6 +52,8 @@ Environment:
                             the user may type loopback addresses on the sign-in page.
   SSO_CONSOLE_READ_TIMEOUT  how long the console waits for a read before it says so and
                             offers to try again (default 15s)
+  SSO_EVENTS_RETENTION      how long a change-feed cursor stays valid (default 720h; GET
+                            /events answers 410 cursor_expired after it)
   SSO_LOG_LEVEL             debug|info|warn|error (default info)
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
 `
@@ -124,6 +126,7 @@ func newServer(ctx context.Context, cfg config.QueryAPI, log *zap.Logger, h hook
 	}
 	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
+		EventsRetention: cfg.EventsRetention,
 	})
 	if err != nil {
 		return nil, err

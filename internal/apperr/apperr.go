@@ -24,6 +24,8 @@ const (
 	KindUnsupportedMedia
 	KindUnprocessable
 	KindUnavailable
+	// KindGone: what was asked for is past its retention (410).
+	KindGone
 )
 
 // Stable codes of API.md's "Errors" section.
@@ -44,6 +46,7 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeIdempotencyReused    = "idempotency_key_reused"
 	CodeUnavailable          = "unavailable"
+	CodeCursorExpired        = "cursor_expired"
 	CodeInternal             = "internal"
 )
 
@@ -140,6 +143,12 @@ func Unavailable(err error, retryAfter time.Duration) *Error {
 func TableQuotaExceeded(err error, retryAfter time.Duration) *Error {
 	return &Error{Kind: KindUnavailable, Code: CodeTableQuotaExceeded,
 		Message: "the account's DynamoDB table quota is reached; nothing was left half-made", RetryAfter: retryAfter, Err: err}
+}
+
+// CursorExpired answers a change-feed cursor older than the feed's retention (410).
+func CursorExpired() *Error {
+	return &Error{Kind: KindGone, Code: CodeCursorExpired,
+		Message: "the cursor is older than the change feed's retention; start again without one"}
 }
 
 // TenantNotReady is a command on a tenant whose tables are still being made.

@@ -52,6 +52,9 @@ type Common struct {
 	// makes, with the resource it touched (SSO_AWS_CALL_LOG; tests prove the stack's
 	// policies with it); "" records nothing.
 	AWSCallLog string
+	// EventsRetention is how long the change feed keeps a change and a cursor stays
+	// valid (SSO_EVENTS_RETENTION, default 720h; 0 keeps forever).
+	EventsRetention time.Duration
 }
 
 // Tables are the settings of the tables a process creates at run time.
@@ -236,6 +239,7 @@ func (r *reader) common(use keyUse) Common {
 	c.StreamsEndpoint = r.str("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", c.DynamoEndpoint)
 	c.Tables = r.tables(c.TablePrefix, c.DynamoEndpoint)
 	c.AWSCallLog = r.str("SSO_AWS_CALL_LOG", "")
+	c.EventsRetention = r.duration("SSO_EVENTS_RETENTION", 720*time.Hour)
 	if use == keyNotRead {
 		return c
 	}

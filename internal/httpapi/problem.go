@@ -42,6 +42,7 @@ var titles = map[string]string{
 	apperr.CodeUnsupportedMediaType: "Unsupported media type",
 	apperr.CodeIdempotencyReused:    "Idempotency key reused",
 	apperr.CodeUnavailable:          "Service unavailable",
+	apperr.CodeCursorExpired:        "Cursor expired",
 	apperr.CodeInternal:             "Internal error",
 }
 
@@ -57,6 +58,7 @@ var statuses = map[apperr.Kind]int{
 	apperr.KindUnsupportedMedia: http.StatusUnsupportedMediaType,
 	apperr.KindUnprocessable:    http.StatusUnprocessableEntity,
 	apperr.KindUnavailable:      http.StatusServiceUnavailable,
+	apperr.KindGone:             http.StatusGone,
 }
 
 // errorHandler is the one place where errors become HTTP responses. It logs only what a

@@ -46,6 +46,8 @@ type Handler struct {
 	// detach: a user.erased record gets one bounded call of the erasure and is
 	// acknowledged; the resume task does the rest (Lambda mode, DetachErasures).
 	detach bool
+	// feed appends what was projected to the change feed (nil: no feed).
+	feed *feedHook
 }
 
 // DetachErasures makes a user.erased record start its erasure with one bounded call and
@@ -113,7 +115,10 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 	}
 	if h.eraser != nil {
 		if e, ok := env.Payload.(*events.UserErased); ok {
-			return h.erase(ctx, rec, e, park)
+			if err := h.erase(ctx, rec, e, park); err != nil {
+				return err
+			}
+			return h.appendChange(ctx, rec, env)
 		}
 	}
 	if h.filter != nil {
@@ -143,7 +148,7 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 			return fmt.Errorf("project %s v%d into %s: %w", identity.LogKey(env.Entity()), env.Version, t.Users, err)
 		}
 	}
-	return nil
+	return h.appendChange(ctx, rec, env)
 }
 
 // committer is the group commit of a pair of tables: records of different aggregates that

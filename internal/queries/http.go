@@ -39,6 +39,7 @@ func (h *Handlers) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET(Prefix+"/groups/:name/members", h.groupMembers, mw...)
 	e.GET(Prefix+"/activity", h.activity, mw...)
 	e.GET(Prefix+"/erasures/:erasure_id", h.erasure, mw...)
+	e.GET(Prefix+"/events", h.events, mw...)
 }
 
 func (h *Handlers) erasure(c echo.Context) error {

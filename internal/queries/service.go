@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
@@ -48,6 +49,9 @@ type Options struct {
 	// TenantTTL is how long a tenant row is cached; 0 means DefaultTenantTTL, and it is
 	// never more than MaxTenantTTL.
 	TenantTTL time.Duration
+	// EventsRetention is SSO_EVENTS_RETENTION: older cursors of the change feed are 410;
+	// 0 keeps every change.
+	EventsRetention time.Duration
 }
 
 // Service answers the query API's reads.
@@ -59,6 +63,9 @@ type Service struct {
 	watches *watches
 	// erasures is the erasure ledger's table.
 	erasures string
+	// feed reads the change feed; eventWaiters holds a slot per GET /events waiting.
+	feed         *changefeed.Reader
+	eventWaiters chan struct{}
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -72,11 +79,13 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 		wait = DefaultMinVersionWait
 	}
 	s := &Service{
-		erasures: names.Erasures(),
-		db:       db,
-		tenants:  newTenantCache(db, names, opts.TenantTTL),
-		cursors:  cursors{key: append([]byte(nil), cursorKey...)},
-		minWait:  wait,
+		erasures:     names.Erasures(),
+		db:           db,
+		tenants:      newTenantCache(db, names, opts.TenantTTL),
+		cursors:      cursors{key: append([]byte(nil), cursorKey...)},
+		minWait:      wait,
+		feed:         changefeed.NewReader(db, changefeed.TableName(names), opts.EventsRetention, nil),
+		eventWaiters: make(chan struct{}, maxEventWaiters),
 	}
 	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
 		return s.observe(ctx, k, true)

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/test/apitest"
@@ -96,7 +97,8 @@ func (e *env) systemTables() {
 	e.t.Helper()
 	names := dynamo.Names{Prefix: e.prefix}
 	specs := append([]dynamo.TableSpec{dynamo.ConfigTable(names.Config()), dynamo.IdempotencyTable(names.Idempotency()),
-		dynamo.ScimTokensTable(names.ScimTokens()), dynamo.KeycloakSyncStatusTable(names.KeycloakSyncStatus()), dynamo.ErasuresTable(names.Erasures())}, dynamo.StreamTables(names.StreamLeases(), names.DeadLetters())...)
+		dynamo.ScimTokensTable(names.ScimTokens()), dynamo.KeycloakSyncStatusTable(names.KeycloakSyncStatus()), dynamo.ErasuresTable(names.Erasures()),
+		changefeed.Table(changefeed.TableName(names))}, dynamo.StreamTables(names.StreamLeases(), names.DeadLetters())...)
 	set := dynamo.TableSettings{Stage: "e2e", DeletionProtection: true}
 	if err := dynamo.EnsureSystemTables(context.Background(), e.db, set, specs...); err != nil {
 		e.t.Fatal(err)

@@ -203,6 +203,9 @@ func projectorFunctionSurvivesKills(t *testing.T) {
 	if f := p.Failures(); len(f) != 0 {
 		t.Errorf("batches given up to the failure destination: %+v", f)
 	}
+	// The change feed the projector function appended equals the command log: every
+	// change once, each aggregate in order, whatever the kills redelivered.
+	checkWalk(t, path, walkAll(t, "http://"+s.query.addr+path+"/events"), historyOf(t, s.e, "lam", "t1"))
 
 	// The query API function serves the views; X-Min-Version polls (no projector feed).
 	read := "http://" + s.query.addr + path
