@@ -179,7 +179,7 @@ func TestAHungRealmHoldsNoSlotAHealthyTenantNeeds(t *testing.T) {
 // executions (its reserved concurrency; here as many as the hung tenants). An invocation
 // of a hung tenant ends once its realm's verdict parks the tenant — here for ten minutes —
 // instead of waiting the park out inside the invocation: a user created in a healthy
-// tenant reaches its realm while every hung tenant is still in its first park. The hung
+// tenant reaches its realm while no hung tenant's first park is over. The hung
 // tenants' records come again in later invocations and are kept as dead letters before
 // ESM's retries run out: ESM discards none of them.
 func TestInLambdaModeAHungRealmHoldsNoExecutionAHealthyTenantNeeds(t *testing.T) {
@@ -237,8 +237,10 @@ func TestInLambdaModeAHungRealmHoldsNoExecutionAHealthyTenantNeeds(t *testing.T)
 		return ok
 	})
 	for _, h := range hung {
-		if n := w.handler.cfg.Health.failures(h.tenant.System, h.tenant.ID); n != 1 {
-			t.Errorf("tenant %s: %d failures of its realm counted when the healthy user was synced, want 1 (parked once, the park not over)", h.tenant.ID, n)
+		// 0: its first invocation is still waiting for its realm; 1: parked, the park not
+		// over. More would mean the healthy tenant waited for a hung one's park to end.
+		if n := w.handler.cfg.Health.failures(h.tenant.System, h.tenant.ID); n > 1 {
+			t.Errorf("tenant %s: %d failures of its realm counted when the healthy user was synced, want at most 1 (its first park not over)", h.tenant.ID, n)
 		}
 	}
 	if err := <-healthyDone; err != nil {
