@@ -27,6 +27,15 @@ const (
 	logStageTables = "stage tables"
 )
 
+// tableQuota is the stage's table quota: the command API refuses a tenant past it
+// (SSO_TABLE_QUOTA), and the TableQuota alarm warns at tableQuotaWarning of it.
+func (s *Stage) tableQuota() int {
+	if s.Props.TableQuota > 0 {
+		return s.Props.TableQuota
+	}
+	return accountTableQuota
+}
+
 // accountTableQuota is DynamoDB's default quota of tables per account and region (raisable:
 // -c table-quota=N names the stage's); tableQuotaWarning the share at which an operator is
 // told, while there is still room to raise it before tenants are refused.
@@ -162,10 +171,7 @@ func (s *Stage) alarms() {
 	})
 	stageTables := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String("StageTables"),
 		Statistic: jsii.String("Maximum"), Period: five})
-	quota := s.Props.TableQuota
-	if quota == 0 {
-		quota = accountTableQuota
-	}
+	quota := s.tableQuota()
 	alarmsByRow = append(alarmsByRow, []awscloudwatch.IAlarm{
 		alarm("TableQuota", fmt.Sprintf("the stage has %.0f %% of the account's table quota (%d tables): raise the quota (Service Quotas, DynamoDB tables per region) before tenants are refused with table_quota_exceeded", tableQuotaWarning*100, quota),
 			stageTables, float64(quota)*tableQuotaWarning, 1),

@@ -76,8 +76,6 @@ const (
 		"internal/dynamo's TestTenantTablesGetTheStagesSettingsAndDroppingTurnsDeletionProtectionOffFirst checks these requests"
 	reasonMappingsDrop = "removing a dropped tenant's mappings by the stream ARN its incarnation recorded (internal/mappings.Remove): " +
 		"internal/mappings' tests cover it on the Lambda fake; an end-to-end run need not reach a drop that finds mappings"
-	reasonMappingsList = "check-mappings' scheduled read of every mapping's state, and Remove's lookup by stream ARN: internal/mappings' tests " +
-		"cover both on the Lambda fake; no end-to-end test runs the schedule"
 	reasonDrop = "dropping a tenant's tables on purpose (deletion protection off, then DeleteTable) when a provisioning hits the account's table quota: " +
 		"the end-to-end tests never reach the quota; cmd/command-api's provisioning tests and internal/dynamo's table settings test cover it"
 )
@@ -137,7 +135,13 @@ func (s *Stage) policies() {
 			{Sid: "Mappings", Actions: []string{"lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping"},
 				Resources:  []*string{jsii.String("*")},
 				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}, Reason: reasonMappingsDrop},
-			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}, Reason: reasonMappingsList},
+			{Sid: "MappingsList", Actions: []string{"lambda:ListEventSourceMappings"}, Resources: []*string{jsii.String("*")}},
+			// A mapping an older version made (its failure destination the shared queue an
+			// upgrade deletes) is updated to this version's settings by provisioning and by
+			// check-mappings (internal/mappings/update.go; test/e2e/lambda_upgrade_test.go).
+			{Sid: "MappingsUpdate", Actions: []string{"lambda:UpdateEventSourceMapping"},
+				Resources:  []*string{jsii.String("*")},
+				Conditions: map[string]any{"ArnEquals": map[string]any{"lambda:FunctionArn": consumers}}},
 			// The stage's table count (the TableQuota alarm): ListTables has no resource to scope.
 			{Sid: "TableCount", Actions: []string{"dynamodb:ListTables"}, Resources: []*string{jsii.String("*")}},
 			logs(CommandAPI),

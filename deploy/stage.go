@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -321,6 +322,8 @@ func (s *Stage) functions(p parameters) error {
 			"SSO_KMS_KEY_ID":                 s.SecretsKey.KeyArn(),
 			"SSO_IDEMPOTENCY_KEY_SECRET_ARN": s.IdempotencyKey.SecretArn(),
 			"SSO_SCIM_TOKEN_KEY_SECRET_ARN":  s.ScimTokenKey.SecretArn(),
+			// A tenant whose tables would pass the counted quota is refused before any is made.
+			"SSO_TABLE_QUOTA": jsii.String(strconv.Itoa(s.tableQuota())),
 		})},
 		QueryAPI: {memory: 1024, timeout: awscdk.Duration_Seconds(jsii.Number(29)), env: merge(common, api, map[string]*string{
 			"SSO_CURSOR_KEY_SECRET_ARN": s.CursorKey.SecretArn(),

@@ -487,3 +487,13 @@ func TestAlarmsOnWhatAnOperatorMustActOn(t *testing.T) {
 		tmpl.HasResourceProperties(jsii.String("AWS::SNS::Topic"), map[string]any{"KmsMasterKeyId": assertions.Match_AnyValue()})
 	})
 }
+
+// The command API refuses a tenant past the stage's counted table quota, the same quota
+// whose 80 % the TableQuota alarm warns at.
+func TestTheCommandAPICountsTheTableQuotaTheAlarmWatches(t *testing.T) {
+	_, _, j := synth(t)
+	env := functionEnv(t, j, CommandAPI)
+	if got := fmt.Sprint(env["SSO_TABLE_QUOTA"]); got != fmt.Sprint(accountTableQuota) {
+		t.Errorf("SSO_TABLE_QUOTA = %s, want the account's default quota %d", got, accountTableQuota)
+	}
+}

@@ -30,7 +30,7 @@ func (s *Stage) suppressions() {
 			Reason: jsii.String("Tables are created at run time, one set per tenant, all named <prefix>_…: the role is limited to the stage's prefix " +
 				"(and, for creating and dropping, to the names only tenant tables have), their indexes and streams. " +
 				"Resource * only where IAM has no resource for the action: dynamodb:ListStreams, lambda:ListEventSourceMappings, and " +
-				"lambda:Create/Get/DeleteEventSourceMapping, which are limited by lambda:FunctionArn to the stage's two consumers."),
+				"lambda:Create/Get/Update/DeleteEventSourceMapping, which are limited by lambda:FunctionArn to the stage's two consumers."),
 			AppliesTo: &wildcards,
 		}}, jsii.Bool(true))
 	}

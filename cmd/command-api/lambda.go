@@ -29,7 +29,7 @@ func runLambda(ctx context.Context, cfg config.CommandAPI, log *zap.Logger, e *e
 	if err != nil {
 		return err
 	}
-	tenants := dynamo.NewTenantStore(clients.DB, dynamo.Names{Prefix: cfg.TablePrefix}).WithTableSettings(process.TableSettings(cfg.Common))
+	tenants := dynamo.NewTenantStore(clients.DB, dynamo.Names{Prefix: cfg.TablePrefix}).WithTableSettings(process.TableSettings(cfg.Common)).WithTableQuota(cfg.TableQuota)
 	tasks := map[string]func(context.Context) error{}
 	if cfg.Lambda.Enabled() {
 		m := process.NewMappings(clients.AWS, cfg.Lambda, log)

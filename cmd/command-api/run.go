@@ -160,7 +160,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	reg := process.NewRegistry()
 	e := httpapi.NewEcho(httpapi.Options{Log: log, Metrics: httpapi.NewMetrics(reg), Service: "command-api", CORSOrigins: cfg.CORSOrigins})
 	store := dynamo.NewCommandStore(clients.DB, names, events.NewRegistry(), cfg.HistoryRetention)
-	tenants := dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common))
+	tenants := dynamo.NewTenantStore(clients.DB, names).WithTableSettings(process.TableSettings(cfg.Common)).WithTableQuota(cfg.TableQuota)
 	if cfg.Lambda.Enabled() {
 		tenants.WithMappings(process.NewMappings(clients.AWS, cfg.Lambda, log))
 	}

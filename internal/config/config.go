@@ -329,6 +329,10 @@ type CommandAPI struct {
 	ProvisionResume time.Duration
 	// Lambda is Lambda mode's mapping settings (SSO_LAMBDA_*).
 	Lambda Lambda
+	// TableQuota is how many tables the stage may have (SSO_TABLE_QUOTA; unset: no quota
+	// of ours): a tenant whose tables would pass it is refused as table_quota_exceeded
+	// before any is made (dynamo.TenantStore.WithTableQuota).
+	TableQuota int
 }
 
 // LoadCommandAPI reads CommandAPI from env.
@@ -353,6 +357,7 @@ func LoadCommandAPI(env Env) (CommandAPI, error) {
 		r.fail("SSO_PROVISION_RESUME: must be at least 100ms")
 	}
 	c.Lambda = r.lambda()
+	c.TableQuota = r.positive("SSO_TABLE_QUOTA", 0)
 	return c, r.err()
 }
 

@@ -57,6 +57,8 @@ func TestLoad(t *testing.T) {
 			func(e Env) error { _, err := LoadProjector(e); return err }, []string{"SSO_STREAM_IDLE_POLL_MAX", "SSO_STREAM_LEASE_SCAN", "SSO_STREAM_CONSUMERS"}},
 		{"provisioning knobs are checked", map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_PROVISION_WAIT": "2m", "SSO_PROVISION_RESUME": "1ms"},
 			func(e Env) error { _, err := LoadCommandAPI(e); return err }, []string{"SSO_PROVISION_WAIT", "SSO_PROVISION_RESUME"}},
+		{"a table quota is a positive count", map[string]string{"SSO_SECRET_KEY": key32, "SSO_BOOTSTRAP_TOKEN": "t", "SSO_TABLE_QUOTA": "0"},
+			func(e Env) error { _, err := LoadCommandAPI(e); return err }, []string{"SSO_TABLE_QUOTA"}},
 		{"the delete share must be a fraction", map[string]string{"SSO_SECRET_KEY": key32, "SSO_RECONCILE_MAX_DELETE_SHARE": "2"},
 			func(e Env) error { _, err := LoadKeycloakSync(e); return err }, []string{"SSO_RECONCILE_MAX_DELETE_SHARE"}},
 	}

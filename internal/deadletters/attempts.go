@@ -25,6 +25,9 @@ const attemptsTTL = 48 * time.Hour
 type Attempt struct {
 	SequenceNumber string
 	N              int
+	// Parked counts the invocations that returned the record because its handler parked
+	// its tenant (NoteParked): not failed attempts.
+	Parked int
 }
 
 func attemptKey(r streams.Record) string {
@@ -62,7 +65,7 @@ func (s *Store) Lookup(ctx context.Context, streamARN string, aggs []Aggregate) 
 	}
 	for len(keys) > 0 {
 		n := min(len(keys), batchGetMax)
-		items, err := s.batchGet(ctx, keys[:n], fmt.Sprintf("%s, %s, %s, %s", attrConsumer, attrEntryKey, attrSeq, attrAttempts))
+		items, err := s.batchGet(ctx, keys[:n], fmt.Sprintf("%s, %s, %s, %s, %s", attrConsumer, attrEntryKey, attrSeq, attrAttempts, attrParked))
 		if err != nil {
 			return BatchState{}, err
 		}
@@ -72,7 +75,8 @@ func (s *Store) Lookup(ctx context.Context, streamARN string, aggs []Aggregate) 
 			case !ok:
 			case r.attempt:
 				n, _ := strconv.Atoi(getN(item, attrAttempts))
-				st.Attempts[r.agg] = Attempt{SequenceNumber: getS(item, attrSeq), N: n}
+				p, _ := strconv.Atoi(getN(item, attrParked))
+				st.Attempts[r.agg] = Attempt{SequenceNumber: getS(item, attrSeq), N: n, Parked: p}
 			default:
 				st.Blocked[r.agg] = getS(item, attrSeq)
 			}
@@ -85,6 +89,17 @@ func (s *Store) Lookup(ctx context.Context, streamARN string, aggs []Aggregate) 
 // NoteFailedAttempt counts one more failed attempt of r and returns the count. A count
 // kept for another record of the aggregate (one that failed, then was applied) is replaced.
 func (s *Store) NoteFailedAttempt(ctx context.Context, r streams.Record) (int, error) {
+	return s.note(ctx, r, attrAttempts)
+}
+
+// NoteParked counts one more invocation that returned r because its handler parked its
+// tenant, and returns the count; it shares r's row with its failed attempts (and is
+// forgotten with them), but not their count.
+func (s *Store) NoteParked(ctx context.Context, r streams.Record) (int, error) {
+	return s.note(ctx, r, attrParked)
+}
+
+func (s *Store) note(ctx context.Context, r streams.Record, attr string) (int, error) {
 	key := s.key(s.attempts(), attemptKey(r))
 	expires := num(int(s.now().Add(attemptsTTL).Unix()))
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -92,18 +107,18 @@ func (s *Store) NoteFailedAttempt(ctx context.Context, r streams.Record) (int, e
 		Key:                       key,
 		UpdateExpression:          aws.String("SET #x = :x ADD #a :one"),
 		ConditionExpression:       aws.String("#s = :s"),
-		ExpressionAttributeNames:  map[string]string{"#a": attrAttempts, "#s": attrSeq, "#x": TTLAttr},
+		ExpressionAttributeNames:  map[string]string{"#a": attr, "#s": attrSeq, "#x": TTLAttr},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":s": str(r.SequenceNumber), ":x": expires},
 		ReturnValues:              types.ReturnValueUpdatedNew,
 	})
 	if err == nil {
-		n, _ := strconv.Atoi(getN(out.Attributes, attrAttempts))
+		n, _ := strconv.Atoi(getN(out.Attributes, attr))
 		return n, nil
 	}
 	if !sdkerr.ConditionFailed(err) {
 		return 0, fmt.Errorf("count a failed attempt of %s: %w", r.SequenceNumber, err)
 	}
-	key[attrSeq], key[attrAttempts], key[TTLAttr] = str(r.SequenceNumber), num(1), expires
+	key[attrSeq], key[attr], key[TTLAttr] = str(r.SequenceNumber), num(1), expires
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: key}); err != nil {
 		return 0, fmt.Errorf("count a failed attempt of %s: %w", r.SequenceNumber, err)
 	}

@@ -107,6 +107,7 @@ const (
 	attrSeq           = "sequence_number"
 	attrAggregate     = "aggregate"
 	attrAttempts      = "attempts"
+	attrParked        = "parked_invocations"
 	attrReason        = "reason"
 	attrBlockedBehind = "blocked_behind"
 	attrDeadAt        = "dead_lettered_at"

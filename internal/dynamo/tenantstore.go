@@ -24,6 +24,8 @@ type TenantStore struct {
 	settings TableSettings
 	// mappings, in Lambda mode, feed the tenant's stream to the consumer functions.
 	mappings StreamMappings
+	// tableQuota is the stage's tables at most (WithTableQuota; 0: none).
+	tableQuota int
 }
 
 // NewTenantStore is the command side's tenant store; its tenants' tables get no settings
@@ -146,6 +148,9 @@ func (s *TenantStore) tableSpecs(system, tenant string) []TableSpec {
 // CreateTables asks for the tenant's write table and first-generation read tables without
 // waiting for them; apperr table_quota_exceeded when the account's table quota is reached.
 func (s *TenantStore) CreateTables(ctx context.Context, system, tenant string) error {
+	if err := s.checkTableQuota(ctx, system, tenant); err != nil {
+		return err
+	}
 	for _, spec := range s.tableSpecs(system, tenant) {
 		if err := CreateTable(ctx, s.db, spec); err != nil {
 			return err

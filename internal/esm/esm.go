@@ -14,8 +14,14 @@
 //     consumer's dead-letter store (internal/deadletters), the one `dead-letters
 //     list|redrive` reads, and the stream moves on; later records of its aggregate are
 //     parked behind it there, keeping the order until it is re-driven. A failure that
-//     says "later" (the handler parked its tenant, or the store answered unavailable or
-//     throttled) is not an attempt: the batch comes again without counting it.
+//     says "later" (the store answered unavailable or throttled) is not an attempt: the
+//     batch comes again without counting it.
+//   - A record whose handler parked its tenant (a hung or failing realm) is returned at
+//     once, never waited on: the invocation ends and frees its concurrent execution for
+//     other tenants. ESM sends the batch again without waiting, so these invocations are
+//     counted (apart from failed attempts); at maxParkedInvocations, below the
+//     mapping's retries, the record becomes a dead letter, re-driven once the realm
+//     answers, rather than going to ESM's failure destination.
 //   - What a batch reads of the store before it applies anything is one BatchGetItem of
 //     small items per 50 aggregates (their dead-letter markers and attempt counts),
 //     whatever the number of dead letters.
@@ -202,7 +208,7 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, behind string, c
 			continue
 		}
 		if err == nil {
-			if counted.N > 0 && counted.SequenceNumber == r.SequenceNumber {
+			if counted.N+counted.Parked > 0 && counted.SequenceNumber == r.SequenceNumber {
 				// It failed in an earlier invocation: its count must not make a later
 				// failure of a redelivery dead-letter early. (A count left by a failed
 				// delete expires.)
@@ -210,8 +216,27 @@ func (b *Batch) aggregate(ctx context.Context, entries []entry, behind string, c
 			}
 			continue
 		}
-		if later {
-			b.cfg.Log.Warn("record waits: its downstream asked for later; not counted as an attempt", zap.String("aggregate", r.Aggregate),
+		if later == laterParked {
+			// The batch comes again at once (ESM does not wait), and each time counts
+			// toward the mapping's MaximumRetryAttempts: before ESM would give the record up
+			// to its failure destination, it becomes a dead letter of ours, re-driven in
+			// order once its downstream answers (as the long-running consumer does past
+			// ParkMax).
+			n, cerr := b.cfg.DeadLetters.NoteParked(ctx, r)
+			if cerr != nil || n < maxParkedInvocations || ctx.Err() != nil {
+				b.cfg.Log.Warn("record waits: its handler parked its tenant; the batch is returned to come again", zap.String("aggregate", identity.LogKey(r.Aggregate)),
+					zap.String("sequence_number", r.SequenceNumber), zap.Int("parked_invocations", n), zap.Error(err))
+				return r.SequenceNumber, true
+			}
+			if derr := b.deadLetter(ctx, r, n, err.Error(), ""); derr != nil {
+				return r.SequenceNumber, true
+			}
+			_ = b.cfg.DeadLetters.ForgetAttempts(ctx, r)
+			behind = r.SequenceNumber
+			continue
+		}
+		if later == laterUnavailable {
+			b.cfg.Log.Warn("record waits: its downstream asked for later; not counted as an attempt", zap.String("aggregate", identity.LogKey(r.Aggregate)),
 				zap.String("sequence_number", r.SequenceNumber), zap.Error(err))
 			return r.SequenceNumber, true
 		}
@@ -236,37 +261,54 @@ var errGivenUp = errors.New("given up by its handler")
 // margin is the time an invocation keeps for storing a dead letter and answering.
 const margin = 3 * time.Second
 
+// laterKind says why a record's failure is no fault of its own.
+type laterKind int
+
+const (
+	laterNo          laterKind = iota
+	laterUnavailable           // the store answered unavailable or throttled
+	laterParked                // the handler parked the record's tenant (its realm fails)
+)
+
+// maxParkedInvocations is how many invocations a record of a parked tenant is returned in
+// before it becomes a dead letter: below the mapping's retries, which ESM makes without
+// waiting.
+const maxParkedInvocations = mappings.MaximumRetryAttempts - 1
+
 // apply runs the handler on r up to Tries times within the invocation's time. later says
-// that its last failure was the downstream asking for later (the handler parked its
-// tenant, or an unavailable or throttled store): no fault of the record's.
-func (b *Batch) apply(ctx context.Context, r streams.Record) (later bool, err error) {
+// whether its last failure was the downstream asking for later (an unavailable or
+// throttled store), or the handler parking its tenant: no fault of the record's. A park
+// is never waited out here: an invocation that waited for a hung realm's park would hold
+// one of the function's concurrent executions, which every tenant shares, for as long as
+// the park lasts; the record is returned to come again instead.
+func (b *Batch) apply(ctx context.Context, r streams.Record) (later laterKind, err error) {
 	pause := b.cfg.Backoff
 	for try := 1; ; try++ {
 		var msg *message.Message
 		msg, err = streams.NewRecordMessage(r)
 		if err != nil {
-			return false, err
+			return laterNo, err
 		}
 		msg.SetContext(ctx)
 		err = b.handle(msg)
 		if err == nil {
-			return false, nil
+			return laterNo, nil
 		}
 		if msg.Metadata.Get(streams.MetaGiveUp) != "" {
-			return false, fmt.Errorf("%w: %w", errGivenUp, err)
+			return laterNo, fmt.Errorf("%w: %w", errGivenUp, err)
 		}
-		later = msg.Metadata.Get(streams.MetaParkUntil) != "" || apperr.KindOf(err) == apperr.KindUnavailable
+		if msg.Metadata.Get(streams.MetaParkUntil) != "" {
+			return laterParked, err
+		}
+		later = laterNo
+		if apperr.KindOf(err) == apperr.KindUnavailable {
+			later = laterUnavailable
+		}
 		if try >= b.cfg.Tries {
 			return later, err
 		}
 		wait := pause
 		pause *= 2
-		if until := msg.Metadata.Get(streams.MetaParkUntil); until != "" {
-			// The handler parked its tenant (a realm failing): wait as it asks.
-			if t, perr := time.Parse(time.RFC3339Nano, until); perr == nil {
-				wait = max(wait, time.Until(t))
-			}
-		}
 		if d, ok := ctx.Deadline(); ok && time.Until(d)-margin < wait {
 			return later, err
 		}

@@ -228,6 +228,14 @@ type tokenSource struct {
 	mu      sync.Mutex
 	src     oauth2.TokenSource
 	current string
+	// fetching is the token request in flight, which every caller shares.
+	fetching *tokenFetch
+}
+
+type tokenFetch struct {
+	done chan struct{}
+	tok  *oauth2.Token
+	err  error
 }
 
 func (t *tokenSource) reset() {
@@ -235,18 +243,42 @@ func (t *tokenSource) reset() {
 	t.current = ""
 }
 
-func (t *tokenSource) token() (string, error) {
+// token is the realm's access token: the cached one, or one fetched by a single request
+// that every caller waits for — each no longer than its own ctx. A token request cannot
+// take a context (oauth2.TokenSource has none), and the token source holds a lock while
+// it fetches: a caller waiting on it directly was stuck, whatever its deadline, for as
+// long as the request's timeout, times the callers before it when the realm hangs — so a
+// probe bounded by 3 s waited 30 s, and a parked tenant's records could not be stopped.
+func (t *tokenSource) token(ctx context.Context) (string, error) {
 	t.mu.Lock()
-	src := t.src
-	t.mu.Unlock()
-	tok, err := src.Token()
-	if err != nil {
-		return "", err
+	f := t.fetching
+	if f == nil {
+		f = &tokenFetch{done: make(chan struct{})}
+		t.fetching = f
+		src := t.src
+		go func() {
+			f.tok, f.err = src.Token()
+			t.mu.Lock()
+			if t.fetching == f {
+				t.fetching = nil
+			}
+			if f.err == nil {
+				t.current = f.tok.AccessToken
+			}
+			t.mu.Unlock()
+			close(f.done)
+		}()
 	}
-	t.mu.Lock()
-	t.current = tok.AccessToken
 	t.mu.Unlock()
-	return tok.AccessToken, nil
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if f.err != nil {
+		return "", f.err
+	}
+	return f.tok.AccessToken, nil
 }
 
 // invalidate drops the cached token, but only if it is still the one Keycloak refused:
@@ -256,6 +288,7 @@ func (t *tokenSource) invalidate(refused string) {
 	defer t.mu.Unlock()
 	if t.current == refused {
 		t.reset()
+		t.fetching = nil
 	}
 }
 
@@ -335,7 +368,7 @@ func retryReason(err error, status int) string {
 func (c *Client) send(ctx context.Context, method, p string, query url.Values, body []byte) (*reply, error) {
 	refreshed := false
 	for {
-		tok, err := c.tokens.token()
+		tok, err := c.tokens.token(ctx)
 		if err != nil {
 			return nil, &tokenError{err: err}
 		}

@@ -82,6 +82,10 @@ var errParkExpired = errors.New("tenant parked longer than SSO_KEYCLOAK_PARK_MAX
 // probeTimeout bounds a probe of a realm (as one event-path request).
 const probeTimeout = eventRequestTimeout
 
+// slowRecord is how long a record may take before it gives back its delivery slot: a
+// Keycloak answer to one user or group operation takes milliseconds.
+const slowRecord = time.Second
+
 // HandleMessage is the watermill handler. A record of a parked tenant is held (Park)
 // without going near the realm, unless the tenant's probe is due: then the realm itself is
 // probed first, and the record goes to it only once it answers. A failure that looks like
@@ -97,6 +101,13 @@ func (h *Handler) HandleMessage(msg *message.Message) error {
 	if !carriesEvent(rec) {
 		return nil
 	}
+	// A record still not done after slowRecord gives back its delivery slot
+	// (streams.ReleaseSlot): a realm that hangs is noticed only after a request timeout
+	// and a probe, and until then its tenant's records in flight would hold slots that
+	// every tenant shares. They stay in flight for their own stream (MaxInFlightPerShard).
+	mctx := msg.Context()
+	slow := time.AfterFunc(slowRecord, func() { streams.ReleaseSlot(mctx) })
+	defer slow.Stop()
 	health := h.cfg.Health
 	until, admission := health.admit(rec.System, rec.Tenant)
 	switch admission {

@@ -60,6 +60,7 @@ type Health struct {
 	expired  *prometheus.GaugeVec
 	givenUp  prometheus.Counter
 	parkMax  time.Duration
+	minPark  time.Duration
 	now      func() time.Time
 
 	mu      sync.Mutex
@@ -84,7 +85,7 @@ func NewHealth(statuses *dynamo.SyncStatuses, owner string, reg prometheus.Regis
 			Help: "1 while a tenant has been parked longer than SSO_KEYCLOAK_PARK_MAX: its records become dead letters as they come (alert on it)."}, []string{"system", "tenant"}),
 		givenUp: prometheus.NewCounter(prometheus.CounterOpts{Name: "ssodir_keycloak_parked_records_given_up_total",
 			Help: "Records of tenants parked longer than SSO_KEYCLOAK_PARK_MAX made dead letters (re-driven once the realm answers)."}),
-		parkMax: DefaultParkMax,
+		parkMax: DefaultParkMax, minPark: minParkFor,
 	}
 	for _, c := range []prometheus.Collector{h.parked, h.expired, h.givenUp} {
 		if err := reg.Register(c); err != nil {
@@ -98,6 +99,16 @@ func NewHealth(statuses *dynamo.SyncStatuses, owner string, reg prometheus.Regis
 func (h *Health) WithParkMax(d time.Duration) *Health {
 	if d > 0 {
 		h.parkMax = d
+	}
+	return h
+}
+
+// WithMinPark sets how long a tenant is parked after its realm's first failure (1s; a
+// test that must see what happens while a park lasts makes it long). Later failures
+// double it, up to 30s or the minimum, whichever is longer.
+func (h *Health) WithMinPark(d time.Duration) *Health {
+	if d > 0 {
+		h.minPark = d
 	}
 	return h
 }
@@ -206,8 +217,8 @@ func (h *Health) Failed(ctx context.Context, system, tenant string, err error, r
 	t.failures++
 	t.probing = false
 	t.reason = err.Error()
-	wait := minParkFor << min(t.failures-1, 10)
-	wait = min(wait, maxParkFor)
+	wait := h.minPark << min(t.failures-1, 10)
+	wait = min(wait, max(maxParkFor, h.minPark))
 	if retryAfter > wait {
 		wait = min(retryAfter, maxRetryAfterPark)
 	}

@@ -68,13 +68,27 @@ type Realms struct {
 	log     *zap.Logger
 	now     func() time.Time
 
+	// eventTimeout bounds an event-path request (eventRequestTimeout).
+	eventTimeout time.Duration
+
 	mu    sync.Mutex
 	cache map[string]*Realm
 }
 
 // NewRealms is the realm cache; httpClient is shared by every realm (NewHTTPClient).
 func NewRealms(tenants *dynamo.Tenants, secrets Decrypter, httpClient *http.Client, m *keycloak.Metrics, log *zap.Logger) *Realms {
-	return &Realms{tenants: tenants, secrets: secrets, http: httpClient, metrics: m, log: log, now: time.Now, cache: map[string]*Realm{}}
+	return &Realms{tenants: tenants, secrets: secrets, http: httpClient, metrics: m, log: log, now: time.Now,
+		eventTimeout: eventRequestTimeout, cache: map[string]*Realm{}}
+}
+
+// WithEventRequestTimeout sets how long an event-path request waits for its realm (a test
+// that must tell "held by a hung realm" from "timed out" makes it long); realms already
+// cached keep theirs.
+func (r *Realms) WithEventRequestTimeout(d time.Duration) *Realms {
+	if d > 0 {
+		r.eventTimeout = d
+	}
+	return r
 }
 
 // Get is the tenant's realm, with settings at most settingsMaxAge old.
@@ -124,7 +138,7 @@ func (r *Realms) For(ctx context.Context, row dynamo.Tenant) (*Realm, error) {
 		return nil, fmt.Errorf("keycloak settings of %s: %w", key, err)
 	}
 	events := cfg
-	events.RequestTimeout, events.MaxAttempts = eventRequestTimeout, eventMaxAttempts
+	events.RequestTimeout, events.MaxAttempts = r.eventTimeout, eventMaxAttempts
 	realm := &Realm{Tenant: row, Client: keycloak.New(cfg, r.http),
 		Syncer:   keycloak.NewSyncer(keycloak.New(events, r.http), keycloak.SyncerOptions{}),
 		OnDelete: onDelete, readAt: r.now()}

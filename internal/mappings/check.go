@@ -20,6 +20,8 @@ const (
 // Checked is what Check found.
 type Checked struct {
 	Mappings, NotPolling int
+	// Updated counts the mappings brought to this version's settings (update.go).
+	Updated int
 }
 
 // Check reads the state of every mapping of each function (ListEventSourceMappings, the one
@@ -27,6 +29,8 @@ type Checked struct {
 // mapping that lost access to its stream or function), or whose poller reports a PROBLEM.
 // A consumer that stops polling publishes no IteratorAge at all, so this check, not the
 // iterator age, is what notices it. Mappings being created, updated or deleted are fine.
+// A mapping whose settings are an older version's is updated (update.go): this is how the
+// mappings of existing tenants follow an upgrade.
 func (m *Mappings) Check(ctx context.Context) (Checked, error) {
 	var c Checked
 	for _, fn := range m.cfg.Functions {
@@ -49,6 +53,13 @@ func (m *Mappings) Check(ctx context.Context) (Checked, error) {
 						zap.String("stream", aws.ToString(e.EventSourceArn)), zap.String("state", state),
 						zap.String("state_reason", aws.ToString(e.StateTransitionReason)), zap.String("last_result", result))
 				}
+				updated, err := m.repair(ctx, fn, e)
+				if err != nil {
+					return c, err
+				}
+				if updated {
+					c.Updated++
+				}
 			}
 			if aws.ToString(out.NextMarker) == "" {
 				break
@@ -56,6 +67,6 @@ func (m *Mappings) Check(ctx context.Context) (Checked, error) {
 			in.Marker = out.NextMarker
 		}
 	}
-	m.cfg.Log.Info(LogChecked, zap.Int("mappings", c.Mappings), zap.Int("not_polling", c.NotPolling))
+	m.cfg.Log.Info(LogChecked, zap.Int("mappings", c.Mappings), zap.Int("not_polling", c.NotPolling), zap.Int("updated", c.Updated))
 	return c, nil
 }

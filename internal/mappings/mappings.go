@@ -35,6 +35,7 @@ type Lambda interface {
 	CreateEventSourceMapping(ctx context.Context, in *lambda.CreateEventSourceMappingInput, opts ...func(*lambda.Options)) (*lambda.CreateEventSourceMappingOutput, error)
 	DeleteEventSourceMapping(ctx context.Context, in *lambda.DeleteEventSourceMappingInput, opts ...func(*lambda.Options)) (*lambda.DeleteEventSourceMappingOutput, error)
 	ListEventSourceMappings(ctx context.Context, in *lambda.ListEventSourceMappingsInput, opts ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error)
+	UpdateEventSourceMapping(ctx context.Context, in *lambda.UpdateEventSourceMappingInput, opts ...func(*lambda.Options)) (*lambda.UpdateEventSourceMappingOutput, error)
 }
 
 var _ Lambda = (*lambda.Client)(nil)
@@ -94,25 +95,11 @@ func New(client Lambda, cfg Config) *Mappings {
 var existingRE = regexp.MustCompile(`(?i)mapping with UUID ([0-9a-f-]{36})`)
 
 // Ensure makes sure each function has a mapping from streamARN, creating the missing ones.
-// It is idempotent: a mapping that exists (Lambda answers 409 naming it) is kept.
+// It is idempotent: a mapping that exists (Lambda answers 409 naming it) is kept, and
+// updated when its settings are not these (an older version's: update.go).
 func (m *Mappings) Ensure(ctx context.Context, streamARN string) error {
 	for _, fn := range m.cfg.Functions {
-		in := &lambda.CreateEventSourceMappingInput{
-			FunctionName:                   aws.String(fn),
-			EventSourceArn:                 aws.String(streamARN),
-			StartingPosition:               types.EventSourcePositionTrimHorizon,
-			BatchSize:                      aws.Int32(BatchSize),
-			ParallelizationFactor:          aws.Int32(1),
-			FunctionResponseTypes:          []types.FunctionResponseType{types.FunctionResponseTypeReportBatchItemFailures},
-			BisectBatchOnFunctionError:     aws.Bool(true),
-			MaximumRetryAttempts:           aws.Int32(MaximumRetryAttempts),
-			MaximumRecordAgeInSeconds:      aws.Int32(MaximumRecordAgeSeconds),
-			MaximumBatchingWindowInSeconds: aws.Int32(0),
-			Enabled:                        aws.Bool(true),
-		}
-		if dest := m.cfg.FailureDestinations[fn]; dest != "" {
-			in.DestinationConfig = &types.DestinationConfig{OnFailure: &types.OnFailure{Destination: aws.String(dest)}}
-		}
+		in := m.want(fn, streamARN)
 		var out *lambda.CreateEventSourceMappingOutput
 		err := m.call(ctx, func(ctx context.Context) (err error) {
 			out, err = m.lambda.CreateEventSourceMapping(ctx, in)
@@ -126,6 +113,9 @@ func (m *Mappings) Ensure(ctx context.Context, streamARN string) error {
 				id = g[1]
 			}
 			m.cfg.Log.Info("event source mapping exists", zap.String("function", fn), zap.String("stream", streamARN), zap.String("uuid", id))
+			if err := m.repairExisting(ctx, fn, streamARN); err != nil {
+				return err
+			}
 		case err != nil:
 			return fmt.Errorf("create the event source mapping of %s to %s: %w", streamARN, fn, err)
 		default:

@@ -95,6 +95,7 @@ type shardWorker struct {
 	haveSlot   bool
 	next       *message.Message
 	nextCancel context.CancelFunc
+	nextSlot   *slot
 	ended      bool
 	park       *parkState // nil unless a handler parked the stream
 	waiting    int        // last published count of records waiting behind the park
@@ -300,9 +301,10 @@ func (w *shardWorker) prepare(e *entry) {
 	msg := message.NewMessage(e.uuid, e.payload)
 	msg.Metadata = recordMetadata(e.rec)
 	msg.Metadata.Set(MetaAttempt, strconv.Itoa(e.attempts))
-	ctx, cancel := context.WithCancel(withRecord(w.hctx, e.rec))
+	sl := &slot{sem: w.s.sem}
+	ctx, cancel := context.WithCancel(withSlot(withRecord(w.hctx, e.rec), sl))
 	msg.SetContext(ctx)
-	w.next, w.nextCancel = msg, cancel
+	w.next, w.nextCancel, w.nextSlot = msg, cancel, sl
 }
 
 // discardNext drops a prepared but unsent message and gives back its slot.
@@ -310,7 +312,7 @@ func (w *shardWorker) discardNext() {
 	if w.next != nil {
 		w.nextCancel()
 		w.ready[0].attempts--
-		w.next, w.nextCancel = nil, nil
+		w.next, w.nextCancel, w.nextSlot = nil, nil, nil
 	}
 	if w.haveSlot {
 		<-w.s.sem
@@ -321,19 +323,19 @@ func (w *shardWorker) discardNext() {
 func (w *shardWorker) sent() {
 	e := w.ready[0]
 	w.ready = w.ready[1:]
-	msg, cancel := w.next, w.nextCancel
-	w.next, w.nextCancel = nil, nil
-	w.haveSlot = false // the slot now travels with the message
+	msg, cancel, sl := w.next, w.nextCancel, w.nextSlot
+	w.next, w.nextCancel, w.nextSlot = nil, nil, nil
+	w.haveSlot = false // the slot now travels with the message (ReleaseSlot may free it early)
 	w.inflight++
 	e.sentAt = time.Now()
 	if w.park != nil && w.park.head == e {
 		w.park.inFlight = true
 	}
-	go w.await(e, msg, cancel)
+	go w.await(e, msg, cancel, sl)
 }
 
 // await reports the handler's verdict on msg to the loop and frees its slot.
-func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.CancelFunc) {
+func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.CancelFunc, sl *slot) {
 	var r result
 	select {
 	case <-msg.Acked():
@@ -343,11 +345,11 @@ func (w *shardWorker) await(e *entry, msg *message.Message, cancel context.Cance
 		r = result{e: e, reason: msg.Metadata.Get(MetaFailureReason), park: parkUntil(msg), giveUp: msg.Metadata.Get(MetaGiveUp) != ""}
 	case <-w.s.msgBase.Done():
 		cancel()
-		<-w.s.sem
+		sl.release()
 		return
 	}
 	cancel()
-	<-w.s.sem
+	sl.release()
 	select {
 	case w.results <- r:
 	case <-w.done:

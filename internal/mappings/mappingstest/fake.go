@@ -55,6 +55,7 @@ type Fake struct {
 	calls     map[string]int
 	throttled int
 	conflicts int
+	updates   int
 }
 
 // New starts a fake; Close stops it.
@@ -80,7 +81,7 @@ func (f *Fake) Mappings() []Mapping {
 	return out
 }
 
-// Calls counts the calls by operation (Create, List, Delete), throttled ones included.
+// Calls counts the calls by operation (Create, List, Update, Delete), throttled ones included.
 func (f *Fake) Calls(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -104,7 +105,7 @@ func (f *Fake) Conflicts() int {
 const base = "/2015-03-31/event-source-mappings"
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
-	op := map[string]string{http.MethodPost: "Create", http.MethodGet: "List", http.MethodDelete: "Delete"}[r.Method]
+	op := map[string]string{http.MethodPost: "Create", http.MethodGet: "List", http.MethodDelete: "Delete", http.MethodPut: "Update"}[r.Method]
 	id := strings.Trim(strings.TrimPrefix(r.URL.Path, base), "/")
 	if r.Method == http.MethodGet && id != "" {
 		op = "Get"
@@ -127,6 +128,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.create(w, r)
 	case "List":
 		f.list(w, r)
+	case "Update":
+		f.update(w, r, id)
 	case "Get", "Delete":
 		m, ok := f.mappings[id]
 		if !ok {
@@ -192,6 +195,84 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(wire(m, "Creating"))
 }
 
+// update changes the settings the request names; as Lambda, it refuses a mapping that is
+// not Enabled or Disabled, and a starting position (which no mapping can change).
+func (f *Fake) update(w http.ResponseWriter, r *http.Request, id string) {
+	m, ok := f.mappings[id]
+	if !ok {
+		fail(w, http.StatusNotFound, "ResourceNotFoundException", "The resource you requested does not exist.")
+		return
+	}
+	if m.State != "" && m.State != "Enabled" && m.State != "Disabled" {
+		fail(w, http.StatusBadRequest, "ResourceInUseException", "Cannot update the event source mapping because it is in use.")
+		return
+	}
+	var in struct {
+		FunctionName                   *string
+		BatchSize                      *int
+		ParallelizationFactor          *int
+		FunctionResponseTypes          []string
+		BisectBatchOnFunctionError     *bool
+		MaximumRetryAttempts           *int
+		MaximumRecordAgeInSeconds      *int
+		MaximumBatchingWindowInSeconds *int
+		StartingPosition               *string
+		DestinationConfig              *struct{ OnFailure *struct{ Destination string } }
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.StartingPosition != nil {
+		fail(w, http.StatusBadRequest, "InvalidParameterValueException", "bad update")
+		return
+	}
+	if in.FunctionName != nil && *in.FunctionName != m.FunctionArn {
+		fail(w, http.StatusBadRequest, "InvalidParameterValueException", "this fake does not move a mapping to another function")
+		return
+	}
+	f.updates++
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&m.BatchSize, in.BatchSize)
+	set(&m.ParallelizationFactor, in.ParallelizationFactor)
+	set(&m.MaximumRetryAttempts, in.MaximumRetryAttempts)
+	set(&m.MaximumRecordAgeInSeconds, in.MaximumRecordAgeInSeconds)
+	set(&m.MaximumBatchingWindowInSeconds, in.MaximumBatchingWindowInSeconds)
+	if in.FunctionResponseTypes != nil {
+		m.FunctionResponseTypes = in.FunctionResponseTypes
+	}
+	if in.BisectBatchOnFunctionError != nil {
+		m.BisectBatchOnFunctionError = *in.BisectBatchOnFunctionError
+	}
+	if in.DestinationConfig != nil {
+		m.OnFailure = ""
+		if in.DestinationConfig.OnFailure != nil {
+			m.OnFailure = in.DestinationConfig.OnFailure.Destination
+		}
+	}
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(wire(m, "Updating"))
+}
+
+// Updates is how many updates the fake applied.
+func (f *Fake) Updates() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.updates
+}
+
+// SetOnFailure replaces a mapping's failure destination, as an older version made it;
+// false if there is none.
+func (f *Fake) SetOnFailure(uuid, destination string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.mappings[uuid]
+	if ok {
+		m.OnFailure = destination
+	}
+	return ok
+}
+
 func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var all []*Mapping
@@ -233,10 +314,15 @@ func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func wire(m *Mapping, state string) map[string]any {
-	return map[string]any{"UUID": m.UUID, "FunctionArn": m.FunctionArn, "EventSourceArn": m.EventSourceArn,
+	out := map[string]any{"UUID": m.UUID, "FunctionArn": m.FunctionArn, "EventSourceArn": m.EventSourceArn,
 		"StartingPosition": m.StartingPosition, "BatchSize": m.BatchSize, "ParallelizationFactor": m.ParallelizationFactor,
 		"FunctionResponseTypes": m.FunctionResponseTypes, "BisectBatchOnFunctionError": m.BisectBatchOnFunctionError,
-		"MaximumRetryAttempts": m.MaximumRetryAttempts, "MaximumRecordAgeInSeconds": m.MaximumRecordAgeInSeconds, "State": state}
+		"MaximumRetryAttempts": m.MaximumRetryAttempts, "MaximumRecordAgeInSeconds": m.MaximumRecordAgeInSeconds,
+		"MaximumBatchingWindowInSeconds": m.MaximumBatchingWindowInSeconds, "State": state}
+	if m.OnFailure != "" {
+		out["DestinationConfig"] = map[string]any{"OnFailure": map[string]any{"Destination": m.OnFailure}}
+	}
+	return out
 }
 
 func fail(w http.ResponseWriter, status int, code, msg string) {
