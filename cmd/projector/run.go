@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -97,6 +98,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
 		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
 	a.handler.Erase(a.eraser, filter)
+	a.handler.Index(asof.New(clients.DB))
 
 	if len(args) == 0 && config.InLambda(env) {
 		return a.lambda(ctx)

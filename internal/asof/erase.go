@@ -16,7 +16,7 @@ import (
 // which keeps only the hash, its deletion instant and `erased`. The intervals stay: they
 // hold the hash alone, and read as an erased member. Safe to run again; a table without
 // the items (or without the table: ErrTableMissing is the caller's) is left as it is.
-func Erase(ctx context.Context, db DB, table string, hashes []string) error {
+func Erase(ctx context.Context, db Eraser, table string, hashes []string) error {
 	for _, h := range hashes {
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(userLife(h), lifeSK), ConsistentRead: aws.Bool(true)})
 		if err != nil {

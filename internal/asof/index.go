@@ -29,6 +29,18 @@ type DB interface {
 
 var _ DB = (*dynamodb.Client)(nil)
 
+// Updater is what MarkCoverage needs.
+type Updater interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Eraser is what Erase needs.
+type Eraser interface {
+	Updater
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
 // Index keeps the interval index of a tenant's read table. Every write is idempotent and
 // order-proof: the membership changes of a (group, user) pair are kept as edges on one
 // item (`asof#g#<group id>` / `m#<user hash>`), and the pair's tree items are recomputed
@@ -489,7 +501,7 @@ func (x *Index) noteLevels(ctx context.Context, table, gid, h string, levels map
 
 // MarkCoverage records that the index of table is complete for every instant from since
 // on; an earlier mark stands (the index cannot become less complete).
-func MarkCoverage(ctx context.Context, db DB, table string, since int64) error {
+func MarkCoverage(ctx context.Context, db Updater, table string, since int64) error {
 	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key(MetaID, CoverageSK),
 		UpdateExpression:          aws.String("SET since = :s"),

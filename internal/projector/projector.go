@@ -14,6 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
@@ -46,6 +47,25 @@ type Handler struct {
 	// detach: a user.erased record gets one bounded call of the erasure and is
 	// acknowledged; the resume task does the rest (Lambda mode, DetachErasures).
 	detach bool
+	// index keeps the memberships-at-an-instant index (nil: none; see Index).
+	index *asof.Index
+}
+
+// Index makes the handler keep the index of memberships at an instant (internal/asof) in
+// every table it projects into. Every process that projects must call it.
+func (h *Handler) Index(x *asof.Index) { h.index = x }
+
+// indexInto applies e to the as-of index of each target.
+func (h *Handler) indexInto(ctx context.Context, targets []projections.Tables, e events.Envelope) error {
+	if h.index == nil {
+		return nil
+	}
+	for _, t := range targets {
+		if err := h.index.Apply(ctx, t.Users, e); err != nil {
+			return fmt.Errorf("index %s v%d into %s: %w", identity.LogKey(e.Entity()), e.Version, t.Users, err)
+		}
+	}
+	return nil
 }
 
 // DetachErasures makes a user.erased record start its erasure with one bounded call and
@@ -113,6 +133,13 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 	}
 	if h.eraser != nil {
 		if e, ok := env.Payload.(*events.UserErased); ok {
+			targets, err := h.Targets(ctx, rec.System, rec.Tenant)
+			if err != nil {
+				return err
+			}
+			if err := h.indexInto(ctx, targets, env); err != nil {
+				return err
+			}
 			return h.erase(ctx, rec, e, park)
 		}
 	}
@@ -143,7 +170,7 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 			return fmt.Errorf("project %s v%d into %s: %w", identity.LogKey(env.Entity()), env.Version, t.Users, err)
 		}
 	}
-	return nil
+	return h.indexInto(ctx, targets, env)
 }
 
 // committer is the group commit of a pair of tables: records of different aggregates that
