@@ -124,6 +124,7 @@ func newServer(ctx context.Context, cfg config.QueryAPI, log *zap.Logger, h hook
 	}
 	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
+		HistoryRetention: cfg.HistoryRetention,
 	})
 	if err != nil {
 		return nil, err

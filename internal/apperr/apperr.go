@@ -45,6 +45,8 @@ const (
 	CodeIdempotencyReused    = "idempotency_key_reused"
 	CodeUnavailable          = "unavailable"
 	CodeInternal             = "internal"
+	// CodeHistoryNotKept (400): an as-of read of an instant the kept history does not cover.
+	CodeHistoryNotKept = "history_not_kept"
 )
 
 // FieldError names the input field at fault.

@@ -43,6 +43,7 @@ var titles = map[string]string{
 	apperr.CodeIdempotencyReused:    "Idempotency key reused",
 	apperr.CodeUnavailable:          "Service unavailable",
 	apperr.CodeInternal:             "Internal error",
+	apperr.CodeHistoryNotKept:       "History not kept",
 }
 
 var statuses = map[apperr.Kind]int{

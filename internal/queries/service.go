@@ -48,6 +48,11 @@ type Options struct {
 	// TenantTTL is how long a tenant row is cached; 0 means DefaultTenantTTL, and it is
 	// never more than MaxTenantTTL.
 	TenantTTL time.Duration
+	// HistoryRetention is SSO_HISTORY_RETENTION: as-of reads of older instants are
+	// refused (0: history is kept).
+	HistoryRetention time.Duration
+	// Now is the clock of as-of reads (nil: time.Now).
+	Now func() time.Time
 }
 
 // Service answers the query API's reads.
@@ -59,6 +64,9 @@ type Service struct {
 	watches *watches
 	// erasures is the erasure ledger's table.
 	erasures string
+	// retention and now: as-of reads (asof.go).
+	retention time.Duration
+	now       func() time.Time
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -72,11 +80,16 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 		wait = DefaultMinVersionWait
 	}
 	s := &Service{
-		erasures: names.Erasures(),
-		db:       db,
-		tenants:  newTenantCache(db, names, opts.TenantTTL),
-		cursors:  cursors{key: append([]byte(nil), cursorKey...)},
-		minWait:  wait,
+		erasures:  names.Erasures(),
+		db:        db,
+		tenants:   newTenantCache(db, names, opts.TenantTTL),
+		cursors:   cursors{key: append([]byte(nil), cursorKey...)},
+		minWait:   wait,
+		retention: opts.HistoryRetention,
+		now:       opts.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
 		return s.observe(ctx, k, true)
