@@ -50,6 +50,9 @@ type Index struct {
 	db DB
 	// Concurrency bounds the parallel pairs of one members change; 0 means 8.
 	Concurrency int
+	// noted remembers the levels this process has added to a `levels` item
+	// ("<table>/<id>/<level>"), which only ever grows: they need no write again.
+	noted sync.Map
 }
 
 // New is an Index over db.
@@ -478,22 +481,25 @@ func (x *Index) reconcile(ctx context.Context, table, gid, h string, item map[st
 // noteLevels adds the tree levels below the root that the pair's items use to the group's
 // and the user's `levels` items (only ever added: a level noted but unused costs a read).
 func (x *Index) noteLevels(ctx context.Context, table, gid, h string, levels map[int]bool) error {
-	var ls []string
-	for l := range levels {
-		if l != Depth {
-			ls = append(ls, strconv.Itoa(l))
-		}
-	}
-	if len(ls) == 0 {
-		return nil
-	}
 	for _, id := range []string{groupRoot(gid), userRoot(h)} {
+		var ls []string
+		for l := range levels {
+			if _, done := x.noted.Load(table + "/" + id + "/" + strconv.Itoa(l)); l != Depth && !done {
+				ls = append(ls, strconv.Itoa(l))
+			}
+		}
+		if len(ls) == 0 {
+			continue
+		}
 		if _, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(table), Key: key(id, levelsSK),
 			UpdateExpression:          aws.String("ADD l :l"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":l": &types.AttributeValueMemberNS{Value: ls}},
 		}); err != nil {
 			return fmt.Errorf("as-of index: levels: %w", err)
+		}
+		for _, l := range ls {
+			x.noted.Store(table+"/"+id+"/"+l, true)
 		}
 	}
 	return nil

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,7 +56,7 @@ type Page[T any] struct {
 // Coverage is the first instant (epoch ms) the index of table answers for; ok is false
 // when the index has no coverage mark (it was not built from the tenant's beginning: a
 // replay builds it).
-func Coverage(ctx context.Context, db DB, table string) (int64, bool, error) {
+func Coverage(ctx context.Context, db ReadDB, table string) (int64, bool, error) {
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(MetaID, CoverageSK)})
 	if err != nil {
 		return 0, false, err
@@ -67,11 +69,18 @@ func Coverage(ctx context.Context, db DB, table string) (int64, bool, error) {
 	return since, true, nil
 }
 
+// ReadDB is the part of the DynamoDB client a Reader uses.
+type ReadDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
 // Reader answers as-of reads from a read table.
-type Reader struct{ db DB }
+type Reader struct{ db ReadDB }
 
 // NewReader reads through db.
-func NewReader(db DB) *Reader { return &Reader{db: db} }
+func NewReader(db ReadDB) *Reader { return &Reader{db: db} }
 
 type cursor struct {
 	Kind  string `json:"k"`
@@ -146,20 +155,12 @@ func (r *Reader) Members(ctx context.Context, table, groupKey string, t int64, l
 	}
 	var out []Member
 	next, err := r.walk(ctx, table, groupRoot(gid), func(l int, i int64) string { return groupNode(gid, l, i) }, "members", gid, t, limit, c,
-		func(ctx context.Context, items []map[string]types.AttributeValue) (int, error) {
-			lives, err := r.lives(ctx, table, attrs(items, "h"), userLife)
-			if err != nil {
-				return 0, err
+		"h", userLife, func(it, life map[string]types.AttributeValue) bool {
+			m, ok := member(it, life, t)
+			if ok {
+				out = append(out, m)
 			}
-			added := 0
-			for _, it := range items {
-				m, ok := member(it, lives[str(it, "h")], t)
-				if ok {
-					out = append(out, m)
-					added++
-				}
-			}
-			return added, nil
+			return ok
 		})
 	if err != nil {
 		return Page[Member]{}, err
@@ -186,25 +187,16 @@ func (r *Reader) Groups(ctx context.Context, table, username string, t int64, li
 	}
 	var out []Group
 	next, err := r.walk(ctx, table, userRoot(h), func(l int, i int64) string { return userNode(h, l, i) }, "groups", h, t, limit, c,
-		func(ctx context.Context, items []map[string]types.AttributeValue) (int, error) {
-			lives, err := r.lives(ctx, table, attrs(items, "g"), groupLife)
-			if err != nil {
-				return 0, err
+		"g", groupLife, func(it, gl map[string]types.AttributeValue) bool {
+			if gl == nil {
+				return false // not indexed yet: its creation is being projected
 			}
-			added := 0
-			for _, it := range items {
-				gl := lives[str(it, "g")]
-				if gl == nil {
-					continue // not indexed yet: its creation is being projected
-				}
-				if d, ok := num(gl, "deleted"); ok && d <= t {
-					continue
-				}
-				from, _ := num(it, "from")
-				out = append(out, Group{GroupID: str(it, "g"), Name: heldName(gl, t), AddedAt: time.UnixMilli(from).UTC(), AddedBy: str(it, "added_by")})
-				added++
+			if d, ok := num(gl, "deleted"); ok && d <= t {
+				return false
 			}
-			return added, nil
+			from, _ := num(it, "from")
+			out = append(out, Group{GroupID: str(it, "g"), Name: heldName(gl, t), AddedAt: time.UnixMilli(from).UTC(), AddedBy: str(it, "added_by")})
+			return true
 		})
 	if err != nil {
 		return Page[Group]{}, err
@@ -267,51 +259,83 @@ func heldName(life map[string]types.AttributeValue, t int64) string {
 }
 
 // walk reads the answers at t from the nodes of t's path that the partition uses, root
-// first, a Query per node (continuing from the cursor), until limit items are taken.
-// take keeps what it wants of a Query's items and says how many it kept.
+// first (continuing from the cursor), until limit items are kept. The nodes' first
+// Queries go out together, and the life items of everything they return are read in one
+// BatchGetItem, so a page costs about two round trips however many levels the history
+// uses; a node with more than a page of items is then read on, in order. keep decides
+// each item with the life items at hand (lifeAttr names the item's life).
 func (r *Reader) walk(ctx context.Context, table, root string, nodeID func(int, int64) string, kind, of string, t int64, limit int,
-	c *cursor, take func(context.Context, []map[string]types.AttributeValue) (int, error)) (*string, error) {
+	c *cursor, lifeAttr string, lifeID func(string) string, keep func(it, life map[string]types.AttributeValue) bool) (*string, error) {
 	used, err := r.levels(ctx, table, root)
 	if err != nil {
 		return nil, err
 	}
-	got := 0
+	var steps []step
 	for _, st := range path(t) {
-		if !used[st.level] {
-			continue
+		if used[st.level] && (c == nil || st.level <= c.Level) {
+			steps = append(steps, st)
 		}
-		if c != nil && st.level > c.Level {
-			continue // done on an earlier page (the path runs from the root down)
-		}
-		q := &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk BETWEEN :lo AND :hi")}
+	}
+	query := func(st step, start map[string]types.AttributeValue) *dynamodb.QueryInput {
+		q := &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk BETWEEN :lo AND :hi"),
+			Limit: aws.Int32(int32(limit)), ExclusiveStartKey: start}
 		if st.byStart {
 			q.ExpressionAttributeValues = map[string]types.AttributeValue{":p": s(nodeID(st.level, st.index)), ":lo": s("s#"), ":hi": s("s#" + ms13(t) + "#~")}
 		} else {
 			q.ExpressionAttributeValues = map[string]types.AttributeValue{":p": s(nodeID(st.level, st.index)), ":lo": s("e#" + ms13(t+1)), ":hi": s("e#~")}
 		}
+		return q
+	}
+	firsts := make([]*dynamodb.QueryOutput, len(steps))
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, st := range steps {
+		var start map[string]types.AttributeValue
 		if c != nil && st.level == c.Level {
-			q.ExclusiveStartKey = key(nodeID(st.level, st.index), c.SK)
+			start = key(nodeID(st.level, st.index), c.SK)
 		}
-		c = nil
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			firsts[i], errs[i] = r.db.Query(ctx, query(st, start))
+		}()
+	}
+	wg.Wait()
+	var all []map[string]types.AttributeValue
+	for i := range steps {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		all = append(all, firsts[i].Items...)
+	}
+	lives, err := r.lives(ctx, table, attrs(all, lifeAttr), lifeID)
+	if err != nil {
+		return nil, err
+	}
+	got := 0
+	for i, st := range steps {
+		out := firsts[i]
 		for {
-			q.Limit = aws.Int32(int32(limit - got))
-			out, err := r.db.Query(ctx, q)
-			if err != nil {
-				return nil, err
-			}
-			k, err := take(ctx, out.Items)
-			if err != nil {
-				return nil, err
-			}
-			got += k
-			if got >= limit && len(out.Items) > 0 {
-				last := cursor{Kind: kind, Of: of, At: t, Level: st.level, SK: str(out.Items[len(out.Items)-1], "sk")}
-				return last.encode(), nil
+			for _, it := range out.Items {
+				if !keep(it, lives[str(it, lifeAttr)]) {
+					continue
+				}
+				if got++; got == limit {
+					last := cursor{Kind: kind, Of: of, At: t, Level: st.level, SK: str(it, "sk")}
+					return last.encode(), nil
+				}
 			}
 			if out.LastEvaluatedKey == nil {
 				break
 			}
-			q.ExclusiveStartKey = out.LastEvaluatedKey
+			if out, err = r.db.Query(ctx, query(st, out.LastEvaluatedKey)); err != nil {
+				return nil, err
+			}
+			more, err := r.lives(ctx, table, attrs(out.Items, lifeAttr), lifeID)
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(lives, more)
 		}
 	}
 	return nil, nil
