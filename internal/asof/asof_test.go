@@ -150,6 +150,12 @@ func TestMembersAtInstantsBetweenEachStep(t *testing.T) {
 			if err := asof.Erase(ctx, dynamotest.Current(t).DynamoDB(), table, []string{asof.Hash("u-dave")}); err != nil {
 				t.Fatal(err)
 			}
+			// Carol's delete ended her interval in the index itself: the only interval
+			// of the first group still open is bob's (the group was deleted, not he).
+			open, err := x.Open(ctx, table, "g-1")
+			if err != nil || !slices.Equal(open, []string{asof.Hash("u-bob")}) {
+				t.Errorf("open intervals of g-1: %v, %v; want bob's only", open, err)
+			}
 			for _, c := range []struct {
 				at   float64
 				want []string // nil: not found
@@ -209,6 +215,55 @@ func TestMembersAtInstantsBetweenEachStep(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAGroupRenameKeepsItsMembers: the hook a group rename calls moves the name, not the
+// memberships: the old name answers before the rename only, the new one after it only,
+// and a user's groups show the name held at the instant.
+func TestAGroupRenameKeepsItsMembers(t *testing.T) {
+	ctx := context.Background()
+	x, r, table := newTable(t)
+	h := &history{t0: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	ops := events.Group{ID: "g-9", Key: "ops", Name: "Ops", CreatedAt: h.at(1)}
+	h.add(1, events.KindGroup, "ops", "admin", &events.GroupCreated{Group: ops})
+	h.add(1, events.KindUser, "alice", "admin", &events.UserCreated{User: user("u-alice", "alice", h.at(1))})
+	h.add(2, events.KindGroup, "ops", "admin", &events.GroupMemberAdded{Group: ops, Username: "alice", UserID: "u-alice"})
+	for _, e := range h.es {
+		if err := x.Apply(ctx, table, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // twice: idempotent
+		if err := x.GroupRenamed(ctx, table, "g-9", "ops", "sre", "SRE", asof.Millis(h.at(3))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		group string
+		at    float64
+		want  []string
+	}{
+		{"ops", 2.5, []string{"alice/u-alice"}},
+		{"ops", 3.5, nil},
+		{"sre", 2.5, nil},
+		{"sre", 3.5, []string{"alice/u-alice"}},
+	} {
+		got, err := members(t, r, table, c.group, h.at(c.at), 50)
+		if c.want == nil {
+			if !errors.Is(err, asof.ErrNotFound) {
+				t.Errorf("%s at +%vs: %v, %v; want not found", c.group, c.at, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s at +%vs: %v, %v; want %v", c.group, c.at, got, err, c.want)
+		}
+	}
+	for at, want := range map[float64]string{2.5: "Ops/g-9", 3.5: "SRE/g-9"} {
+		if got, err := groups(t, r, table, "alice", h.at(at)); err != nil || !slices.Equal(got, []string{want}) {
+			t.Errorf("alice's groups at +%vs: %v, %v; want %s", at, got, err, want)
+		}
 	}
 }
 

@@ -71,12 +71,12 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		if p.Erased || p.UserID == "" {
 			return nil
 		}
-		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), e.Version, '+', at, e.Actor)
+		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '+', at, e.Actor)
 	case *events.GroupMemberRemoved:
 		if p.Erased || p.UserID == "" {
 			return nil
 		}
-		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), e.Version, '-', at, e.Actor)
+		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '-', at, e.Actor)
 	case *events.GroupMembersChanged:
 		type change struct {
 			h  string
@@ -94,16 +94,22 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 			}
 		}
 		return x.each(ctx, len(cs), func(ctx context.Context, i int) error {
-			return x.edge(ctx, table, p.Group.ID, cs[i].h, e.Version, cs[i].op, at, e.Actor)
+			return x.edge(ctx, table, p.Group.ID, cs[i].h, edgeAttr(e.Version), cs[i].op, at, e.Actor)
 		})
 	case *events.UserCreated:
 		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
 	case *events.UserRenamed:
 		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
 	case *events.UserDeleted:
-		return x.userLife(ctx, table, p.PreviousID, p.User, at, false)
+		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, false); err != nil {
+			return err
+		}
+		return x.userGone(ctx, table, p.PreviousID, p.Groups, e)
 	case *events.UserErased:
-		return x.userLife(ctx, table, p.PreviousID, p.User, at, true)
+		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, true); err != nil {
+			return err
+		}
+		return x.userGone(ctx, table, p.PreviousID, p.Groups, e)
 	}
 	return nil
 }
@@ -149,10 +155,33 @@ func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Valu
 func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
+
+// userGone ends the intervals of a deleted user in the groups the delete removed them
+// from, with an edge of the user's delete (`x<user version>`), so that reads of later
+// instants need not pass over them. A group the index cannot name yet (its creation not
+// projected) keeps the open interval, which reads drop by the user's life item anyway.
+func (x *Index) userGone(ctx context.Context, table, uid string, groups []string, e events.Envelope) error {
+	if uid == "" {
+		return nil
+	}
+	at, h := Millis(e.OccurredAt), Hash(uid)
+	r := &Reader{db: x.db}
+	return x.each(ctx, len(groups), func(ctx context.Context, i int) error {
+		gid, err := r.holder(ctx, table, groupName(groups[i]), at)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("as-of index: group of a deleted user: %w", err)
+		}
+		return x.edge(ctx, table, gid, h, fmt.Sprintf("x%012d", e.Version), '-', at, e.Actor)
+	})
+}
+
 func nameAttr(from int64) string         { return "n" + ms13(from) }
 func isNameAttr(a string) bool           { return len(a) == 14 && a[0] == 'n' }
 func edgeAttr(version int64) string      { return fmt.Sprintf("e%012d", version) }
-func isEdgeAttr(a string) bool           { return len(a) == 13 && a[0] == 'e' }
+func isEdgeAttr(a string) bool           { return len(a) == 13 && (a[0] == 'e' || a[0] == 'x') }
 func itemRef(id, sk string) string       { return id + "\x00" + sk }
 func splitRef(r string) (string, string) { id, sk, _ := strings.Cut(r, "\x00"); return id, sk }
 
@@ -262,7 +291,7 @@ func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, 
 
 // edge is one membership change of a pair: recorded on the pair's item, then the pair's
 // tree items are made to match all its edges.
-func (x *Index) edge(ctx context.Context, table, gid, h string, version int64, op byte, at int64, actor string) error {
+func (x *Index) edge(ctx context.Context, table, gid, h, attr string, op byte, at int64, actor string) error {
 	if gid == "" {
 		return nil
 	}
@@ -271,7 +300,7 @@ func (x *Index) edge(ctx context.Context, table, gid, h string, version int64, o
 		TableName: aws.String(table), Key: key(pk, sk),
 		UpdateExpression:          aws.String("SET #e = :e, g = :g, h = :h ADD n :one"),
 		ConditionExpression:       aws.String("attribute_not_exists(#e)"),
-		ExpressionAttributeNames:  map[string]string{"#e": edgeAttr(version)},
+		ExpressionAttributeNames:  map[string]string{"#e": attr},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(fmt.Sprintf("%c|%d|%s", op, at, actor)), ":g": s(gid), ":h": s(h), ":one": n(1)},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
@@ -520,6 +549,45 @@ func MarkCoverage(ctx context.Context, db Updater, table string, since int64) er
 	}
 	if err != nil {
 		return fmt.Errorf("as-of index: coverage mark: %w", err)
+	}
+	return nil
+}
+
+// GroupRenamed records that group gid left the name oldKey for newName (key newKey) at
+// instant at: the old name's holding ends, the new one's begins, and the group's life
+// item names it so from then on. It is what the projector calls for a group rename; the
+// group's intervals are keyed by its id and do not change.
+func (x *Index) GroupRenamed(ctx context.Context, table, gid, oldKey, newKey, newName string, at int64) error {
+	out, err := x.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk <= :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(groupName(oldKey)), ":t": s(ms13(at) + "#~")},
+		ScanIndexForward:          aws.Bool(false), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("as-of index: group rename: %w", err)
+	}
+	for _, it := range out.Items {
+		if str(it, "who") != gid {
+			continue
+		}
+		if from, ok := num(it, "from"); ok && from < at {
+			if err := x.held(ctx, table, groupName(oldKey), from, gid, at); err != nil {
+				return err
+			}
+		}
+		break
+	}
+	if err := x.held(ctx, table, groupName(newKey), at, gid, 0); err != nil {
+		return err
+	}
+	_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key(groupLife(gid), lifeSK),
+		UpdateExpression:          aws.String("SET g = :g, #n = :name"),
+		ExpressionAttributeNames:  map[string]string{"#n": nameAttr(at)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":g": s(gid), ":name": s(newName)},
+	})
+	if err != nil {
+		return fmt.Errorf("as-of index: group rename: %w", err)
 	}
 	return nil
 }

@@ -455,3 +455,30 @@ func (r *Reader) Check(ctx context.Context, table string, t, now time.Time, rete
 	}
 	return nil
 }
+
+// Open lists the user hashes of the group's intervals that have not ended (the root's
+// start-sorted items without an end), for checks and tests.
+func (x *Index) Open(ctx context.Context, table, gid string) ([]string, error) {
+	l, i := node(0, Open)
+	var out []string
+	var start map[string]types.AttributeValue
+	for {
+		res, err := x.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND begins_with(sk, :s)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(groupNode(gid, l, i)), ":s": s("s#")},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range res.Items {
+			if _, ended := it["to"]; !ended {
+				out = append(out, str(it, "h"))
+			}
+		}
+		if start = res.LastEvaluatedKey; start == nil {
+			sort.Strings(out)
+			return out, nil
+		}
+	}
+}
