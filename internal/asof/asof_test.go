@@ -260,6 +260,20 @@ func TestAGroupRenameKeepsItsMembers(t *testing.T) {
 			t.Errorf("%s at +%vs: %v, %v; want %v", c.group, c.at, got, err, c.want)
 		}
 	}
+	// Deleted under its new name: the new name ends there, and never held the group
+	// before the rename.
+	h.add(4, events.KindGroup, "sre", "admin", &events.GroupDeleted{Group: events.Group{Key: "sre", Name: "SRE", CreatedAt: h.at(1), Deleted: true}, PreviousID: "g-9"})
+	if err := x.Apply(ctx, table, h.es[len(h.es)-1]); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []float64{2.5, 4.5} {
+		if got, err := members(t, r, table, "sre", h.at(at), 50); !errors.Is(err, asof.ErrNotFound) {
+			t.Errorf("sre at +%vs after the delete: %v, %v; want not found", at, got, err)
+		}
+	}
+	if got, err := members(t, r, table, "sre", h.at(3.5), 50); err != nil || !slices.Equal(got, []string{"alice/u-alice"}) {
+		t.Errorf("sre at +3.5s after the delete: %v, %v", got, err)
+	}
 	for at, want := range map[float64]string{2.5: "Ops/g-9", 3.5: "SRE/g-9"} {
 		if got, err := groups(t, r, table, "alice", h.at(at)); err != nil || !slices.Equal(got, []string{want}) {
 			t.Errorf("alice's groups at +%vs: %v, %v; want %s", at, got, err, want)

@@ -191,20 +191,51 @@ func (x *Index) groupLife(ctx context.Context, table, gid string, g events.Group
 		return nil
 	}
 	created := Millis(g.CreatedAt)
-	set := "SET g = :g, #k = :k, created = :c, #n = :name"
-	vals := map[string]types.AttributeValue{":g": s(gid), ":k": s(g.Key), ":c": n(created), ":name": s(g.Name)}
+	// A creation names the group from its creation on; a deletion (whose state carries
+	// the name it held last, maybe a later one) only ends it.
+	set := "SET g = :g, created = :c, #n = :name"
+	vals := map[string]types.AttributeValue{":g": s(gid), ":c": n(created), ":name": s(g.Name)}
+	names := map[string]string{"#n": nameAttr(created)}
 	if deleted > 0 {
-		set += ", deleted = :d"
-		vals[":d"] = n(deleted)
+		set = "SET g = :g, deleted = :d"
+		vals = map[string]types.AttributeValue{":g": s(gid), ":d": n(deleted)}
+		names = nil
 	}
 	if _, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key(groupLife(gid), lifeSK), UpdateExpression: aws.String(set),
-		ExpressionAttributeNames:  map[string]string{"#k": "key", "#n": nameAttr(created)},
-		ExpressionAttributeValues: vals,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 	}); err != nil {
 		return fmt.Errorf("as-of index: group %s: %w", gid, err)
 	}
-	return x.held(ctx, table, groupName(g.Key), created, gid, deleted)
+	if deleted > 0 {
+		// The name the group held last (since its creation or its last rename) ends.
+		return x.endHolding(ctx, table, groupName(g.Key), gid, deleted)
+	}
+	return x.held(ctx, table, groupName(g.Key), created, gid, 0)
+}
+
+// endHolding ends, at instant at, the latest holding of the name partition by id that
+// began before at. A holding not indexed yet (records applied out of order) is left: the
+// life item's deletion or rename decides the reads then.
+func (x *Index) endHolding(ctx context.Context, table, partition, id string, at int64) error {
+	out, err := x.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk <= :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(partition), ":t": s(ms13(at) + "#~")},
+		ScanIndexForward:          aws.Bool(false), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("as-of index: end a name holding: %w", err)
+	}
+	for _, it := range out.Items {
+		if str(it, "who") != id {
+			continue
+		}
+		if from, ok := num(it, "from"); ok && from < at {
+			return x.held(ctx, table, partition, from, id, at)
+		}
+		return nil
+	}
+	return nil
 }
 
 // held records that id held a name from `from` on (until `until`, when not 0).
@@ -558,29 +589,13 @@ func MarkCoverage(ctx context.Context, db Updater, table string, since int64) er
 // item names it so from then on. It is what the projector calls for a group rename; the
 // group's intervals are keyed by its id and do not change.
 func (x *Index) GroupRenamed(ctx context.Context, table, gid, oldKey, newKey, newName string, at int64) error {
-	out, err := x.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk <= :t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(groupName(oldKey)), ":t": s(ms13(at) + "#~")},
-		ScanIndexForward:          aws.Bool(false), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return fmt.Errorf("as-of index: group rename: %w", err)
-	}
-	for _, it := range out.Items {
-		if str(it, "who") != gid {
-			continue
-		}
-		if from, ok := num(it, "from"); ok && from < at {
-			if err := x.held(ctx, table, groupName(oldKey), from, gid, at); err != nil {
-				return err
-			}
-		}
-		break
+	if err := x.endHolding(ctx, table, groupName(oldKey), gid, at); err != nil {
+		return err
 	}
 	if err := x.held(ctx, table, groupName(newKey), at, gid, 0); err != nil {
 		return err
 	}
-	_, err = x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key(groupLife(gid), lifeSK),
 		UpdateExpression:          aws.String("SET g = :g, #n = :name"),
 		ExpressionAttributeNames:  map[string]string{"#n": nameAttr(at)},
