@@ -40,7 +40,10 @@ func benchAsOf(ctx context.Context, b *bench, sc scale) ([]*result, error) {
 		return nil, err
 	}
 	changes, users := asOfChanges, asOfUsers
-	if sc.Name == "tiny" {
+	switch sc.Name {
+	case "small": // a tenth, as the scale says
+		changes, users = asOfChanges/10, asOfUsers/5
+	case "tiny":
 		changes, users = 500, 100
 	}
 	t := time.Now()

@@ -142,7 +142,7 @@ func (r *Reader) Members(ctx context.Context, table, groupKey string, t int64, l
 	if err != nil {
 		return Page[Member]{}, err
 	}
-	life, err := r.get(ctx, table, groupLife(gid), lifeSK)
+	life, used, err := r.lifeAndLevels(ctx, table, groupLife(gid), groupRoot(gid))
 	if err != nil {
 		return Page[Member]{}, err
 	}
@@ -154,7 +154,7 @@ func (r *Reader) Members(ctx context.Context, table, groupKey string, t int64, l
 		return Page[Member]{}, err
 	}
 	var out []Member
-	next, err := r.walk(ctx, table, groupRoot(gid), func(l int, i int64) string { return groupNode(gid, l, i) }, "members", gid, t, limit, c,
+	next, err := r.walk(ctx, table, used, func(l int, i int64) string { return groupNode(gid, l, i) }, "members", gid, t, limit, c,
 		"h", userLife, func(it, life map[string]types.AttributeValue) bool {
 			m, ok := member(it, life, t)
 			if ok {
@@ -174,7 +174,7 @@ func (r *Reader) Groups(ctx context.Context, table, username string, t int64, li
 	if err != nil {
 		return Page[Group]{}, err
 	}
-	life, err := r.get(ctx, table, userLife(h), lifeSK)
+	life, used, err := r.lifeAndLevels(ctx, table, userLife(h), userRoot(h))
 	if err != nil {
 		return Page[Group]{}, err
 	}
@@ -186,7 +186,7 @@ func (r *Reader) Groups(ctx context.Context, table, username string, t int64, li
 		return Page[Group]{}, err
 	}
 	var out []Group
-	next, err := r.walk(ctx, table, userRoot(h), func(l int, i int64) string { return userNode(h, l, i) }, "groups", h, t, limit, c,
+	next, err := r.walk(ctx, table, used, func(l int, i int64) string { return userNode(h, l, i) }, "groups", h, t, limit, c,
 		"g", groupLife, func(it, gl map[string]types.AttributeValue) bool {
 			if gl == nil {
 				return false // not indexed yet: its creation is being projected
@@ -264,12 +264,8 @@ func heldName(life map[string]types.AttributeValue, t int64) string {
 // BatchGetItem, so a page costs about two round trips however many levels the history
 // uses; a node with more than a page of items is then read on, in order. keep decides
 // each item with the life items at hand (lifeAttr names the item's life).
-func (r *Reader) walk(ctx context.Context, table, root string, nodeID func(int, int64) string, kind, of string, t int64, limit int,
+func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, nodeID func(int, int64) string, kind, of string, t int64, limit int,
 	c *cursor, lifeAttr string, lifeID func(string) string, keep func(it, life map[string]types.AttributeValue) bool) (*string, error) {
-	used, err := r.levels(ctx, table, root)
-	if err != nil {
-		return nil, err
-	}
 	var steps []step
 	for _, st := range path(t) {
 		if used[st.level] && (c == nil || st.level <= c.Level) {
@@ -339,6 +335,24 @@ func (r *Reader) walk(ctx context.Context, table, root string, nodeID func(int, 
 		}
 	}
 	return nil, nil
+}
+
+// lifeAndLevels reads a life item and a partition's levels at once.
+func (r *Reader) lifeAndLevels(ctx context.Context, table, lifeID, root string) (map[string]types.AttributeValue, map[int]bool, error) {
+	var (
+		life     map[string]types.AttributeValue
+		used     map[int]bool
+		lerr, ue error
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		life, lerr = r.get(ctx, table, lifeID, lifeSK)
+	}()
+	used, ue = r.levels(ctx, table, root)
+	wg.Wait()
+	return life, used, errors.Join(lerr, ue)
 }
 
 // levels are the tree levels a partition uses: the root always, the others as noted.
