@@ -304,15 +304,35 @@ func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, node
 		}
 		all = append(all, firsts[i].Items...)
 	}
-	lives, err := r.lives(ctx, table, attrs(all, lifeAttr), lifeID)
-	if err != nil {
-		return nil, err
+	// Life items are read for the next limit items in path order, not for everything the
+	// nodes returned (most of which a full page never reaches).
+	lives := map[string]map[string]types.AttributeValue{}
+	fetched := map[string]bool{}
+	fetch := func(items []map[string]types.AttributeValue) error {
+		ids := attrs(items, lifeAttr)
+		more, err := r.lives(ctx, table, ids, lifeID)
+		if err != nil {
+			return err
+		}
+		maps.Copy(lives, more)
+		for _, id := range ids {
+			fetched[id] = true
+		}
+		return nil
 	}
-	got := 0
+	pos, got := 0, 0
 	for i, st := range steps {
-		out := firsts[i]
+		out, first := firsts[i], true
 		for {
 			for _, it := range out.Items {
+				if first {
+					if !fetched[str(it, lifeAttr)] {
+						if err := fetch(all[pos:min(pos+limit, len(all))]); err != nil {
+							return nil, err
+						}
+					}
+					pos++
+				}
 				if !keep(it, lives[str(it, lifeAttr)]) {
 					continue
 				}
@@ -324,14 +344,14 @@ func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, node
 			if out.LastEvaluatedKey == nil {
 				break
 			}
+			var err error
 			if out, err = r.db.Query(ctx, query(st, out.LastEvaluatedKey)); err != nil {
 				return nil, err
 			}
-			more, err := r.lives(ctx, table, attrs(out.Items, lifeAttr), lifeID)
-			if err != nil {
+			first = false
+			if err := fetch(out.Items); err != nil {
 				return nil, err
 			}
-			maps.Copy(lives, more)
 		}
 	}
 	return nil, nil
