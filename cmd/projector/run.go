@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/deadletters"
@@ -101,6 +102,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.handler.Erase(a.eraser, filter)
 	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names),
 		changefeed.Options{Retention: cfg.EventsRetention}), clients.DB)
+	a.handler.Index(asof.New(clients.DB))
 
 	if len(args) == 0 && config.InLambda(env) {
 		return a.lambda(ctx)

@@ -126,7 +126,8 @@ func newServer(ctx context.Context, cfg config.QueryAPI, log *zap.Logger, h hook
 	}
 	svc, err := queries.New(db, names, cfg.CursorKey, queries.Options{
 		MinVersionWait: h.minVersionWait, MaxWaiters: cfg.MaxWaiters, MaxTenantWaiters: cfg.MaxTenantWaiters,
-		EventsRetention: cfg.EventsRetention,
+		EventsRetention:  cfg.EventsRetention,
+		HistoryRetention: cfg.HistoryRetention,
 	})
 	if err != nil {
 		return nil, err

@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{"capacity", benchCapacity},
 	{"erasure", benchErasure},
 	{"deadletters", benchDeadLetters},
+	{"asof", benchAsOf},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

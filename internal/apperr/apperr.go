@@ -48,6 +48,8 @@ const (
 	CodeUnavailable          = "unavailable"
 	CodeCursorExpired        = "cursor_expired"
 	CodeInternal             = "internal"
+	// CodeHistoryNotKept (400): an as-of read of an instant the kept history does not cover.
+	CodeHistoryNotKept = "history_not_kept"
 )
 
 // FieldError names the input field at fault.

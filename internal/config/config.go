@@ -378,6 +378,9 @@ type QueryAPI struct {
 	// (SSO_MIN_VERSION_WAITERS_PER_TENANT, default 128); beyond them a read is answered
 	// 503 with Retry-After at once.
 	MaxWaiters, MaxTenantWaiters int
+	// HistoryRetention is the command API's SSO_HISTORY_RETENTION (0: history kept): an
+	// as-of read of an instant older than now minus it is refused (docs/history.md).
+	HistoryRetention time.Duration
 	// ConsoleClientID is the public OIDC client the web console signs in with
 	// (SSO_CONSOLE_CLIENT_ID, Authorization Code with PKCE against SSO_OIDC_ISSUER); empty
 	// means the console offers the development token only.
@@ -408,6 +411,7 @@ func LoadQueryAPI(env Env) (QueryAPI, error) {
 	_, c.SecretKeySet = env("SSO_SECRET_KEY")
 	c.MaxWaiters = r.positive("SSO_MIN_VERSION_WAITERS", 512)
 	c.MaxTenantWaiters = r.positive("SSO_MIN_VERSION_WAITERS_PER_TENANT", 128)
+	c.HistoryRetention = r.duration("SSO_HISTORY_RETENTION", 0)
 	c.ConsoleClientID = r.str("SSO_CONSOLE_CLIENT_ID", "")
 	c.ConsoleCommandAPI = r.baseURL("SSO_CONSOLE_COMMAND_API")
 	c.ConsoleProjector = r.baseURL("SSO_CONSOLE_PROJECTOR")

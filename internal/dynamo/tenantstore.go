@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/commands"
 )
 
@@ -170,6 +171,9 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 	if err := s.noteStream(ctx, system, tenant); err != nil {
 		return err
 	}
+	if err := s.markAsOfCoverage(ctx, system, tenant); err != nil {
+		return err
+	}
 	return s.ensureMappings(ctx, system, tenant)
 }
 
@@ -291,4 +295,17 @@ func (s *TenantStore) noteStream(ctx context.Context, system, tenant string) err
 		return fmt.Errorf("note stream of %s/%s: %w", system, tenant, translate(err))
 	}
 	return nil
+}
+
+// markAsOfCoverage notes that the tenant's index of memberships at an instant
+// (internal/asof, docs/history.md) is complete from the tenant's creation on: so it is
+// while the tenant is still provisioning, since no command is accepted before it is
+// active. A tenant made before the index existed never passes here again; a replay marks
+// its rebuilt tables.
+func (s *TenantStore) markAsOfCoverage(ctx context.Context, system, tenant string) error {
+	rec, err := s.GetTenant(ctx, system, tenant)
+	if err != nil || rec.Status != commands.TenantProvisioning {
+		return nil // finished (or gone) meanwhile: its tables were marked when it was provisioning
+	}
+	return asof.MarkCoverage(ctx, s.db, s.names.Users(system, tenant, 0), asof.Millis(rec.CreatedAt))
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -62,6 +64,11 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(subj.Username))})
 		}
 		if err := x.batchDelete(ctx, t, keys); err != nil {
+			return err
+		}
+		// The as-of index keeps the person's intervals under the hash of their id only;
+		// what names them (names held, the id) goes, and they read as an erased member.
+		if err := asof.Erase(ctx, x.db, t, subj.idHashList()); err != nil {
 			return err
 		}
 	}
@@ -185,4 +192,25 @@ func (x *Eraser) rewriteFeed(ctx context.Context, table, pk string, subj *Subjec
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+}
+
+// idHashList is the hashes of every id of the subject (identity.ErasedIDHash): the ids
+// found, and those known only by their hashes.
+func (s *Subject) idHashList() []string {
+	seen := map[string]bool{}
+	var out []string
+	for id := range s.IDs {
+		if h := identity.ErasedIDHash(id); !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	for h := range s.idHashes {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

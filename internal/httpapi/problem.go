@@ -44,6 +44,7 @@ var titles = map[string]string{
 	apperr.CodeUnavailable:          "Service unavailable",
 	apperr.CodeCursorExpired:        "Cursor expired",
 	apperr.CodeInternal:             "Internal error",
+	apperr.CodeHistoryNotKept:       "History not kept",
 }
 
 var statuses = map[apperr.Kind]int{

@@ -14,6 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
@@ -48,6 +49,25 @@ type Handler struct {
 	detach bool
 	// feed appends what was projected to the change feed (nil: no feed).
 	feed *feedHook
+	// index keeps the memberships-at-an-instant index (nil: none; see Index).
+	index *asof.Index
+}
+
+// Index makes the handler keep the index of memberships at an instant (internal/asof) in
+// every table it projects into. Every process that projects must call it.
+func (h *Handler) Index(x *asof.Index) { h.index = x }
+
+// indexInto applies e to the as-of index of each target.
+func (h *Handler) indexInto(ctx context.Context, targets []projections.Tables, e events.Envelope) error {
+	if h.index == nil {
+		return nil
+	}
+	for _, t := range targets {
+		if err := h.index.Apply(ctx, t.Users, e); err != nil {
+			return fmt.Errorf("index %s v%d into %s: %w", identity.LogKey(e.Entity()), e.Version, t.Users, err)
+		}
+	}
+	return nil
 }
 
 // DetachErasures makes a user.erased record start its erasure with one bounded call and
@@ -115,6 +135,13 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 	}
 	if h.eraser != nil {
 		if e, ok := env.Payload.(*events.UserErased); ok {
+			targets, err := h.Targets(ctx, rec.System, rec.Tenant)
+			if err != nil {
+				return err
+			}
+			if err := h.indexInto(ctx, targets, env); err != nil {
+				return err
+			}
 			if err := h.erase(ctx, rec, e, park); err != nil {
 				return err
 			}
@@ -147,6 +174,9 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 		if err := h.committer(t).Apply(ctx, env, viewed); err != nil {
 			return fmt.Errorf("project %s v%d into %s: %w", identity.LogKey(env.Entity()), env.Version, t.Users, err)
 		}
+	}
+	if err := h.indexInto(ctx, targets, env); err != nil {
+		return err
 	}
 	return h.appendChange(ctx, rec, env)
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/projections"
@@ -46,11 +47,16 @@ type Replayer struct {
 	projector *projections.Projector
 	registry  *events.Registry
 	log       *zap.Logger
+	// index rebuilds the memberships-at-an-instant index (internal/asof) with the views;
+	// expired counts the aggregates whose history had expired, which the index then
+	// knows only from their state (see markCoverage).
+	index   *asof.Index
+	expired atomic.Int64
 }
 
 // NewReplayer is a replayer over the same projector the live process uses.
 func NewReplayer(db *dynamodb.Client, names dynamo.Names, tenants *dynamo.Tenants, p *projections.Projector, reg *events.Registry, log *zap.Logger) *Replayer {
-	return &Replayer{db: db, names: names, tenants: tenants, projector: p, registry: reg, log: log}
+	return &Replayer{db: db, names: names, tenants: tenants, projector: p, registry: reg, log: log, index: asof.New(db)}
 }
 
 // ReplayOptions tune a replay.
@@ -123,6 +129,8 @@ func (o *ReplayOptions) defaults() {
 func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOptions) (ReplayReport, error) {
 	opts.defaults()
 	var rep ReplayReport
+	started := time.Now()
+	r.expired.Store(0)
 	row, err := r.tenants.Get(ctx, system, tenant)
 	if err != nil {
 		return rep, err
@@ -170,6 +178,9 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 	fmt.Fprintf(opts.Out, "applied %d history records, rebuilt %d items from state\n", rep.HistoryRecords, rep.StateRebuilt)
 
 	if err := r.verify(ctx, row, next, &rep, opts, list, rep.Segments, rescan); err != nil {
+		return rep, err
+	}
+	if err := r.markCoverage(ctx, row, next.Users, started); err != nil {
 		return rep, err
 	}
 	fmt.Fprintf(opts.Out, "verified %d users, %d groups, %d memberships against the command log: all match\n",
@@ -407,6 +418,10 @@ func (r *Replayer) applyPage(ctx context.Context, row dynamo.Tenant, next projec
 	if err != nil {
 		return 0, 0, err
 	}
+	if err := r.index.ApplyBatch(ctx, next.Users, history); err != nil {
+		return 0, 0, err
+	}
+	r.expired.Add(int64(len(missing)))
 	newer, err := r.newerThan(ctx, row.CommandsTable, written)
 	if err != nil {
 		return 0, 0, err
@@ -425,6 +440,9 @@ func (r *Replayer) applyPage(ctx context.Context, row dynamo.Tenant, next projec
 		}
 	}
 	if err := r.projector.ApplyStates(ctx, next, synthesized); err != nil {
+		return 0, 0, err
+	}
+	if err := r.index.ApplyBatch(ctx, next.Users, synthesized); err != nil {
 		return 0, 0, err
 	}
 	return len(history), len(synthesized), nil
@@ -502,4 +520,16 @@ func (r *Replayer) batchGetKeys(ctx context.Context, table string, keys []map[st
 		}
 	}
 	return out, nil
+}
+
+// markCoverage notes from when the rebuilt as-of index answers (docs/history.md): from
+// the tenant's creation when every aggregate's history was there to replay, else only
+// from the replay's start (an aggregate known from its state alone has lost the changes
+// before it, so an earlier instant could be answered wrong).
+func (r *Replayer) markCoverage(ctx context.Context, row dynamo.Tenant, users string, started time.Time) error {
+	since := started
+	if created, err := dynamo.ParseTime(row.CreatedAt); err == nil && r.expired.Load() == 0 {
+		since = created
+	}
+	return asof.MarkCoverage(ctx, r.db, users, asof.Millis(since))
 }

@@ -149,6 +149,9 @@ func (h *Handlers) users(c echo.Context) error {
 }
 
 func (h *Handlers) userGroups(c echo.Context) error {
+	if handled, err := asOfRoute(c, h.svc.UserGroupsAsOf, "username"); handled {
+		return err
+	}
 	p, err := ParseListQuery(c.Request().URL.RawQuery)
 	if err != nil {
 		return err
@@ -176,6 +179,9 @@ func (h *Handlers) groups(c echo.Context) error {
 }
 
 func (h *Handlers) groupMembers(c echo.Context) error {
+	if handled, err := asOfRoute(c, h.svc.GroupMembersAsOf, "name"); handled {
+		return err
+	}
 	p, err := ParseListQuery(c.Request().URL.RawQuery)
 	if err != nil {
 		return err

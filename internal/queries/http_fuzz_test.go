@@ -88,6 +88,8 @@ func FuzzHandlers(f *testing.F) {
 		{"a/b%2F", "cursor=abc", "x"},
 		{"", "entity=user:a&limit=1", ""},
 		{"", "day=2026-01-01&cursor=" + strings.Repeat("A", 60), ""},
+		{"jdoe", "as_of=2026-01-01T00:00:00Z&limit=2", ""},
+		{"Site Admins", "as_of=2026-13-01&cursor=abc", ""},
 	} {
 		f.Add(uint8(i), seed.param, seed.query, seed.minVersion)
 	}

@@ -52,6 +52,11 @@ type Options struct {
 	// EventsRetention is SSO_EVENTS_RETENTION: older cursors of the change feed are 410;
 	// 0 keeps every change.
 	EventsRetention time.Duration
+	// HistoryRetention is SSO_HISTORY_RETENTION: as-of reads of older instants are
+	// refused (0: history is kept).
+	HistoryRetention time.Duration
+	// Now is the clock of as-of reads (nil: time.Now).
+	Now func() time.Time
 }
 
 // Service answers the query API's reads.
@@ -66,6 +71,9 @@ type Service struct {
 	// feed reads the change feed; eventWaiters holds a slot per GET /events waiting.
 	feed         *changefeed.Reader
 	eventWaiters chan struct{}
+	// retention and now: as-of reads (asof.go).
+	retention time.Duration
+	now       func() time.Time
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -86,6 +94,11 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 		minWait:      wait,
 		feed:         changefeed.NewReader(db, changefeed.TableName(names), opts.EventsRetention, nil),
 		eventWaiters: make(chan struct{}, maxEventWaiters),
+		retention:    opts.HistoryRetention,
+		now:          opts.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	s.watches = newWatches(opts.MaxWaiters, opts.MaxTenantWaiters, func(ctx context.Context, k watchKey) observation {
 		return s.observe(ctx, k, true)

@@ -1,0 +1,566 @@
+package asof
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// DB is the part of the DynamoDB client the index uses.
+type DB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+var _ DB = (*dynamodb.Client)(nil)
+
+// Updater is what MarkCoverage needs.
+type Updater interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Eraser is what Erase needs.
+type Eraser interface {
+	Updater
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// Index keeps the interval index of a tenant's read table. Every write is idempotent and
+// order-proof: the membership changes of a (group, user) pair are kept as edges on one
+// item (`asof#g#<group id>` / `m#<user hash>`), and the pair's tree items are recomputed
+// from all its edges and written in one transaction conditioned on the edges read, so a
+// record applied twice, late, or concurrently with another gives the same items.
+type Index struct {
+	db DB
+	// Concurrency bounds the parallel pairs of one members change; 0 means 8.
+	Concurrency int
+	// noted remembers the levels this process has added to a `levels` item
+	// ("<table>/<id>/<level>"), which only ever grows: they need no write again.
+	noted sync.Map
+}
+
+// New is an Index over db.
+func New(db DB) *Index { return &Index{db: db} }
+
+// Apply indexes one event into the read table. Events that change no membership, name or
+// lifetime are ignored.
+func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) error {
+	at := Millis(e.OccurredAt)
+	switch p := e.Payload.(type) {
+	case *events.GroupCreated:
+		return x.groupLife(ctx, table, p.Group.ID, p.Group, 0)
+	case *events.GroupDeleted:
+		return x.groupLife(ctx, table, p.PreviousID, p.Group, at)
+	case *events.GroupMemberAdded:
+		if p.Erased || p.UserID == "" {
+			return nil
+		}
+		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '+', at, e.Actor)
+	case *events.GroupMemberRemoved:
+		if p.Erased || p.UserID == "" {
+			return nil
+		}
+		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '-', at, e.Actor)
+	case *events.GroupMembersChanged:
+		type change struct {
+			h  string
+			op byte
+		}
+		var cs []change
+		for _, m := range p.Added {
+			if !m.Erased && m.UserID != "" {
+				cs = append(cs, change{Hash(m.UserID), '+'})
+			}
+		}
+		for _, m := range p.Removed {
+			if !m.Erased && m.UserID != "" {
+				cs = append(cs, change{Hash(m.UserID), '-'})
+			}
+		}
+		return x.each(ctx, len(cs), func(ctx context.Context, i int) error {
+			return x.edge(ctx, table, p.Group.ID, cs[i].h, edgeAttr(e.Version), cs[i].op, at, e.Actor)
+		})
+	case *events.UserCreated:
+		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
+	case *events.UserRenamed:
+		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
+	case *events.UserDeleted:
+		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, false); err != nil {
+			return err
+		}
+		return x.userGone(ctx, table, p.PreviousID, p.Groups, e)
+	case *events.UserErased:
+		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, true); err != nil {
+			return err
+		}
+		return x.userGone(ctx, table, p.PreviousID, p.Groups, e)
+	}
+	return nil
+}
+
+// ApplyBatch is Apply of each event, a few at a time (a replay's page).
+func (x *Index) ApplyBatch(ctx context.Context, table string, es []events.Envelope) error {
+	return x.each(ctx, len(es), func(ctx context.Context, i int) error { return x.Apply(ctx, table, es[i]) })
+}
+
+func (x *Index) each(ctx context.Context, n int, f func(context.Context, int) error) error {
+	c := x.Concurrency
+	if c <= 0 {
+		c = 8
+	}
+	sem := make(chan struct{}, c)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(ctx, i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	return first
+}
+
+func key(id, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": s(id), "sk": s(sk)}
+}
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// userGone ends the intervals of a deleted user in the groups the delete removed them
+// from, with an edge of the user's delete (`x<user version>`), so that reads of later
+// instants need not pass over them. A group the index cannot name yet (its creation not
+// projected) keeps the open interval, which reads drop by the user's life item anyway.
+func (x *Index) userGone(ctx context.Context, table, uid string, groups []string, e events.Envelope) error {
+	if uid == "" {
+		return nil
+	}
+	at, h := Millis(e.OccurredAt), Hash(uid)
+	r := &Reader{db: x.db}
+	return x.each(ctx, len(groups), func(ctx context.Context, i int) error {
+		gid, err := r.holder(ctx, table, groupName(groups[i]), at)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("as-of index: group of a deleted user: %w", err)
+		}
+		return x.edge(ctx, table, gid, h, fmt.Sprintf("x%012d", e.Version), '-', at, e.Actor)
+	})
+}
+
+func nameAttr(from int64) string         { return "n" + ms13(from) }
+func isNameAttr(a string) bool           { return len(a) == 14 && a[0] == 'n' }
+func edgeAttr(version int64) string      { return fmt.Sprintf("e%012d", version) }
+func isEdgeAttr(a string) bool           { return len(a) == 13 && (a[0] == 'e' || a[0] == 'x') }
+func itemRef(id, sk string) string       { return id + "\x00" + sk }
+func splitRef(r string) (string, string) { id, sk, _ := strings.Cut(r, "\x00"); return id, sk }
+
+// groupLife records a group's name and creation, or (deleted > 0) its deletion.
+func (x *Index) groupLife(ctx context.Context, table, gid string, g events.Group, deleted int64) error {
+	if gid == "" {
+		return nil
+	}
+	created := Millis(g.CreatedAt)
+	// A creation names the group from its creation on; a deletion (whose state carries
+	// the name it held last, maybe a later one) only ends it.
+	set := "SET g = :g, created = :c, #n = :name"
+	vals := map[string]types.AttributeValue{":g": s(gid), ":c": n(created), ":name": s(g.Name)}
+	names := map[string]string{"#n": nameAttr(created)}
+	if deleted > 0 {
+		set = "SET g = :g, deleted = :d"
+		vals = map[string]types.AttributeValue{":g": s(gid), ":d": n(deleted)}
+		names = nil
+	}
+	if _, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key(groupLife(gid), lifeSK), UpdateExpression: aws.String(set),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+	}); err != nil {
+		return fmt.Errorf("as-of index: group %s: %w", gid, err)
+	}
+	if deleted > 0 {
+		// The name the group held last (since its creation or its last rename) ends.
+		return x.endHolding(ctx, table, groupName(g.Key), gid, deleted)
+	}
+	return x.held(ctx, table, groupName(g.Key), created, gid, 0)
+}
+
+// endHolding ends, at instant at, the latest holding of the name partition by id that
+// began before at. A holding not indexed yet (records applied out of order) is left: the
+// life item's deletion or rename decides the reads then.
+func (x *Index) endHolding(ctx context.Context, table, partition, id string, at int64) error {
+	out, err := x.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk <= :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s(partition), ":t": s(ms13(at) + "#~")},
+		ScanIndexForward:          aws.Bool(false), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("as-of index: end a name holding: %w", err)
+	}
+	for _, it := range out.Items {
+		if str(it, "who") != id {
+			continue
+		}
+		if from, ok := num(it, "from"); ok && from < at {
+			return x.held(ctx, table, partition, from, id, at)
+		}
+		return nil
+	}
+	return nil
+}
+
+// held records that id held a name from `from` on (until `until`, when not 0).
+func (x *Index) held(ctx context.Context, table, partition string, from int64, id string, until int64) error {
+	set := "SET who = :w, #f = :f"
+	vals := map[string]types.AttributeValue{":w": s(id), ":f": n(from)}
+	names := map[string]string{"#f": "from"}
+	if until > 0 {
+		set += ", #u = :u"
+		vals[":u"] = n(until)
+		names["#u"] = "until"
+	}
+	_, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key(partition, ms13(from)+"#"+id), UpdateExpression: aws.String(set),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+	})
+	if err != nil {
+		return fmt.Errorf("as-of index: name holder: %w", err)
+	}
+	return nil
+}
+
+// userLife records a user's names (every name it held, from the state's former names) and
+// creation, or (deleted > 0) its deletion; erased marks an erasure, whose sweep (Erase)
+// then removes the names.
+func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, deleted int64, erased bool) error {
+	if uid == "" {
+		return nil
+	}
+	h := Hash(uid)
+	names := map[string]types.AttributeValue{}
+	attrNames := map[string]string{}
+	vals := map[string]types.AttributeValue{":h": s(h)}
+	set := []string{"h = :h"}
+	if deleted > 0 {
+		set = append(set, "deleted = :d")
+		vals[":d"] = n(deleted)
+		if erased {
+			set = append(set, "erased = :t")
+			vals[":t"] = &types.AttributeValueMemberBOOL{Value: true}
+		}
+	} else {
+		set = append(set, "uid = :uid", "created = :c")
+		vals[":uid"] = s(uid)
+		vals[":c"] = n(Millis(u.CreatedAt))
+		holdings := map[int64]string{Millis(u.Named()): u.Username}
+		for _, f := range u.FormerNames {
+			holdings[Millis(f.From)] = f.Username
+		}
+		i := 0
+		for from, name := range holdings {
+			p, v := fmt.Sprintf("#n%d", i), fmt.Sprintf(":n%d", i)
+			attrNames[p] = nameAttr(from)
+			vals[v] = s(name)
+			names[name] = nil
+			set = append(set, p+" = "+v)
+			i++
+		}
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key(userLife(h), lifeSK),
+		UpdateExpression: aws.String("SET " + strings.Join(set, ", ")), ExpressionAttributeValues: vals,
+	}
+	if len(attrNames) > 0 {
+		in.ExpressionAttributeNames = attrNames
+	}
+	if _, err := x.db.UpdateItem(ctx, in); err != nil {
+		return fmt.Errorf("as-of index: user life: %w", err)
+	}
+	if deleted > 0 {
+		return nil // the name's holder item ends where the life item says (read side)
+	}
+	if err := x.held(ctx, table, userName(u.Username), Millis(u.Named()), h, 0); err != nil {
+		return err
+	}
+	for _, f := range u.FormerNames {
+		if err := x.held(ctx, table, userName(f.Username), Millis(f.From), h, Millis(f.Until)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// edge is one membership change of a pair: recorded on the pair's item, then the pair's
+// tree items are made to match all its edges.
+func (x *Index) edge(ctx context.Context, table, gid, h, attr string, op byte, at int64, actor string) error {
+	if gid == "" {
+		return nil
+	}
+	pk, sk := groupRoot(gid), pairPfx+h
+	out, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key(pk, sk),
+		UpdateExpression:          aws.String("SET #e = :e, g = :g, h = :h ADD n :one"),
+		ConditionExpression:       aws.String("attribute_not_exists(#e)"),
+		ExpressionAttributeNames:  map[string]string{"#e": attr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(fmt.Sprintf("%c|%d|%s", op, at, actor)), ":g": s(gid), ":h": s(h), ":one": n(1)},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var item map[string]types.AttributeValue
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		// already recorded: make sure its tree items were written too
+	case err != nil:
+		return fmt.Errorf("as-of index: edge of group %s: %w", gid, err)
+	default:
+		item = out.Attributes
+	}
+	for attempt := 0; attempt < 50; attempt++ {
+		if item == nil {
+			got, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(pk, sk), ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				return fmt.Errorf("as-of index: read pair of group %s: %w", gid, err)
+			}
+			item = got.Item
+		}
+		err := x.reconcile(ctx, table, gid, h, item)
+		if !errors.Is(err, errRace) {
+			return err
+		}
+		item = nil
+	}
+	return fmt.Errorf("as-of index: pair of group %s kept changing", gid)
+}
+
+var errRace = errors.New("the pair changed meanwhile")
+
+// Interval is one membership interval of a pair. To is Open while it lasts.
+type Interval struct {
+	From, To           int64
+	AddedBy, RemovedBy string
+}
+
+type edgeRec struct {
+	version int64
+	op      byte
+	at      int64
+	actor   string
+}
+
+// intervals derives a pair's intervals from its edges: ordered by time (then version), an
+// addition opens an interval unless one is open, a removal closes the open one. An
+// interval that ends where it began held no instant and is left out.
+func intervals(item map[string]types.AttributeValue) []Interval {
+	var es []edgeRec
+	for a, v := range item {
+		if !isEdgeAttr(a) {
+			continue
+		}
+		sv, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			continue
+		}
+		parts := strings.SplitN(sv.Value, "|", 3)
+		if len(parts) != 3 || len(parts[0]) != 1 {
+			continue
+		}
+		ver, _ := strconv.ParseInt(a[1:], 10, 64)
+		at, _ := strconv.ParseInt(parts[1], 10, 64)
+		es = append(es, edgeRec{version: ver, op: parts[0][0], at: at, actor: parts[2]})
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].at != es[j].at {
+			return es[i].at < es[j].at
+		}
+		return es[i].version < es[j].version
+	})
+	var out []Interval
+	var cur *Interval
+	for _, e := range es {
+		switch {
+		case e.op == '+' && cur == nil:
+			cur = &Interval{From: e.at, To: Open, AddedBy: e.actor}
+		case e.op == '-' && cur != nil:
+			cur.To, cur.RemovedBy = e.at, e.actor
+			if cur.To > cur.From {
+				out = append(out, *cur)
+			}
+			cur = nil
+		}
+	}
+	if cur != nil {
+		out = append(out, *cur)
+	}
+	return out
+}
+
+// treeItems are the four items of each interval: under the group's node and the user's,
+// sorted by start and by end.
+func treeItems(gid, h string, ivs []Interval) (map[string]map[string]types.AttributeValue, map[int]bool) {
+	out := map[string]map[string]types.AttributeValue{}
+	levels := map[int]bool{}
+	for _, iv := range ivs {
+		l, i := node(iv.From, iv.To)
+		levels[l] = true
+		attrs := func(id, sk string, other map[string]types.AttributeValue) {
+			it := map[string]types.AttributeValue{"id": s(id), "sk": s(sk), "from": n(iv.From), "added_by": s(iv.AddedBy)}
+			if iv.To != Open {
+				it["to"] = n(iv.To)
+				it["removed_by"] = s(iv.RemovedBy)
+			}
+			for k, v := range other {
+				it[k] = v
+			}
+			out[itemRef(id, sk)] = it
+		}
+		gn, un := groupNode(gid, l, i), userNode(h, l, i)
+		attrs(gn, startSK(iv.From, iv.To, h), map[string]types.AttributeValue{"h": s(h)})
+		attrs(gn, endSK(iv.From, iv.To, h), map[string]types.AttributeValue{"h": s(h)})
+		attrs(un, startSK(iv.From, iv.To, gid), map[string]types.AttributeValue{"g": s(gid)})
+		attrs(un, endSK(iv.From, iv.To, gid), map[string]types.AttributeValue{"g": s(gid)})
+	}
+	return out, levels
+}
+
+// maxTx is DynamoDB's limit of items in one transaction.
+const maxTx = 100
+
+// reconcile writes the pair's tree items for the edges in item, conditioned on the pair
+// item still being what was read: errRace if it changed.
+func (x *Index) reconcile(ctx context.Context, table, gid, h string, item map[string]types.AttributeValue) error {
+	want, levels := treeItems(gid, h, intervals(item))
+	have := map[string]bool{}
+	if ss, ok := item["items"].(*types.AttributeValueMemberSS); ok {
+		for _, r := range ss.Value {
+			have[r] = true
+		}
+	}
+	var puts, dels []string
+	for r := range want {
+		if !have[r] {
+			puts = append(puts, r)
+		}
+	}
+	for r := range have {
+		if _, ok := want[r]; !ok {
+			dels = append(dels, r)
+		}
+	}
+	if len(puts) == 0 && len(dels) == 0 {
+		return nil
+	}
+	if len(puts)+len(dels)+1 > maxTx {
+		return fmt.Errorf("as-of index: a pair of group %s needs %d item changes at once (at most %d)", gid, len(puts)+len(dels), maxTx-1)
+	}
+	if err := x.noteLevels(ctx, table, gid, h, levels); err != nil {
+		return err
+	}
+	rv := int64(0)
+	if v, ok := item["rv"].(*types.AttributeValueMemberN); ok {
+		rv, _ = strconv.ParseInt(v.Value, 10, 64)
+	}
+	nv, _ := item["n"].(*types.AttributeValueMemberN)
+	if nv == nil {
+		return errRace // not written yet (read before the edge's update): read again
+	}
+	refs := make([]string, 0, len(want))
+	for r := range want {
+		refs = append(refs, r)
+	}
+	sort.Strings(refs)
+	upd := &types.Update{
+		TableName: aws.String(table), Key: key(groupRoot(gid), pairPfx+h),
+		ConditionExpression:       aws.String("n = :n AND (attribute_not_exists(rv) OR rv = :rv)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": nv, ":rv": n(rv), ":next": n(rv + 1)},
+	}
+	if len(refs) > 0 {
+		upd.UpdateExpression = aws.String("SET rv = :next, #items = :items")
+		upd.ExpressionAttributeValues[":items"] = &types.AttributeValueMemberSS{Value: refs}
+	} else {
+		upd.UpdateExpression = aws.String("SET rv = :next REMOVE #items")
+	}
+	upd.ExpressionAttributeNames = map[string]string{"#items": "items"}
+	tx := []types.TransactWriteItem{{Update: upd}}
+	sort.Strings(puts)
+	for _, r := range puts {
+		tx = append(tx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: want[r]}})
+	}
+	sort.Strings(dels)
+	for _, r := range dels {
+		id, sk := splitRef(r)
+		tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: key(id, sk)}})
+	}
+	_, err := x.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+	var tce *types.TransactionCanceledException
+	var tc *types.TransactionConflictException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tce):
+		for _, r := range tce.CancellationReasons {
+			if c := aws.ToString(r.Code); c == "ConditionalCheckFailed" || c == "TransactionConflict" {
+				return errRace
+			}
+		}
+	case errors.As(err, &tc):
+		return errRace
+	}
+	return fmt.Errorf("as-of index: write pair of group %s: %w", gid, err)
+}
+
+// noteLevels adds the tree levels below the root that the pair's items use to the group's
+// and the user's `levels` items (only ever added: a level noted but unused costs a read).
+func (x *Index) noteLevels(ctx context.Context, table, gid, h string, levels map[int]bool) error {
+	for _, id := range []string{groupRoot(gid), userRoot(h)} {
+		var ls []string
+		for l := range levels {
+			if _, done := x.noted.Load(table + "/" + id + "/" + strconv.Itoa(l)); l != Depth && !done {
+				ls = append(ls, strconv.Itoa(l))
+			}
+		}
+		if len(ls) == 0 {
+			continue
+		}
+		if _, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(table), Key: key(id, levelsSK),
+			UpdateExpression:          aws.String("ADD l :l"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":l": &types.AttributeValueMemberNS{Value: ls}},
+		}); err != nil {
+			return fmt.Errorf("as-of index: levels: %w", err)
+		}
+		for _, l := range ls {
+			x.noted.Store(table+"/"+id+"/"+l, true)
+		}
+	}
+	return nil
+}
