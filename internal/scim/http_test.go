@@ -280,7 +280,9 @@ func TestGroups(t *testing.T) {
 	// no change; Entra's replace of the path, and Okta's replace of the value, rename; a
 	// name another group holds is 409, a name breaking the rule 400, and neither changes
 	// anything.
-	version := func() any { return s.scim("GET", "/Groups/"+gid, "").want(t, 200).obj(t)["meta"].(map[string]any)["version"] }
+	version := func() any {
+		return s.scim("GET", "/Groups/"+gid, "").want(t, 200).obj(t)["meta"].(map[string]any)["version"]
+	}
 	v := version()
 	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"id":"`+gid+`","displayName":"Sales Team"}}]}`).want(t, 204)
 	if version() != v {
