@@ -148,6 +148,8 @@ type RenamedMember struct {
 	UserID        string    `json:"user_id"`
 	MembershipRev int64     `json:"membership_rev"`
 	AddedAt       time.Time `json:"added_at"`
+	// Erased: as GroupMemberAdded.Erased (no username, no id; no membership projected).
+	Erased bool `json:"erased,omitempty"`
 }
 
 func (GroupRenamed) EventType() Type { return GroupRenamedType }

@@ -18,15 +18,20 @@ func (h *Handler) syncGroupRename(ctx context.Context, realm *Realm, wm *WriteMo
 	if len(e.Members) == 0 {
 		return nil
 	}
-	names := make([]string, len(e.Members))
-	for i, m := range e.Members {
-		names[i] = m.Username
+	names := make([]string, 0, len(e.Members))
+	for _, m := range e.Members {
+		if !m.Erased {
+			names = append(names, m.Username)
+		}
 	}
 	current, err := wm.Members(ctx, e.Group.Name, names)
 	if err != nil {
 		return writeModelError{err}
 	}
 	for _, m := range e.Members {
+		if m.Erased {
+			continue
+		}
 		c, ok := current[m.Username]
 		if ok && c.GroupID == e.Group.ID && c.UserID == m.UserID {
 			if err := realm.Syncer.AddMember(ctx, m.UserID, e.Group.ID); err != nil {

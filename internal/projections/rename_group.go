@@ -22,6 +22,9 @@ func reduceGroupRenamed(e events.Envelope) (Effects, error) {
 		return Effects{}, err
 	}
 	for _, m := range p.Members {
+		if m.Erased {
+			continue // an erased member's membership is gone with the member
+		}
 		add, err := memberAdd(e, p.Group, events.Member{Username: m.Username, UserID: m.UserID, MembershipRev: m.MembershipRev})
 		if err != nil {
 			return Effects{}, err
