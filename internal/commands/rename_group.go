@@ -23,9 +23,9 @@ type RenameGroupHandler struct{ deps Deps }
 func NewRenameGroupHandler(d Deps) RenameGroupHandler { return RenameGroupHandler{deps: d} }
 
 // MaxRenameGroupMembers is how many memberships a group rename moves in its one
-// transaction (four items each beside six fixed ones); a larger group cannot be renamed
+// transaction (five items each beside six fixed ones); a larger group cannot be renamed
 // yet (400).
-const MaxRenameGroupMembers = 23
+const MaxRenameGroupMembers = 18
 
 // Validate reports a new name that breaks the rule.
 func (c *RenameGroup) Validate() error {

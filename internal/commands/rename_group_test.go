@@ -180,14 +180,14 @@ func TestRenameGroupOntoADeletedNameContinuesItsVersions(t *testing.T) {
 	}
 }
 
-// TestRenameGroupRacesMembersChanges runs a rename beside joins and leaves of the old
-// name and user renames of its members: every join that was accepted is a membership of
+// TestRenameGroupRacesMembersChanges runs a rename beside joins, a members change and a
+// leave of the old name and a user rename of a member: every join that was accepted is a membership of
 // the group under its new name, nothing stays under the old one, and every user's group
 // pointers name the new key.
 func TestRenameGroupRacesMembersChanges(t *testing.T) {
 	w := newWorld(t)
 	var names []string
-	for i := range 12 {
+	for i := range 14 {
 		names = append(names, fmt.Sprintf("m%02d", i))
 	}
 	w.given(append(usersBatch(names), commands.CreateGroup{Name: "team"},
@@ -209,7 +209,19 @@ func TestRenameGroupRacesMembersChanges(t *testing.T) {
 			}
 		}()
 	}
-	for _, u := range names[4:] {
+	run(func() error {
+		_, err := w.exec(t.Context(), step{cmd: commands.ChangeMembers{Group: "team", Add: names[12:]}})
+		switch {
+		case err == nil:
+			mu.Lock()
+			joined[names[12]], joined[names[13]] = true, true
+			mu.Unlock()
+		case apperr.KindOf(err) != apperr.KindNotFound:
+			return fmt.Errorf("members change: %w", err)
+		}
+		return nil
+	})
+	for _, u := range names[4:12] {
 		run(func() error {
 			_, err := w.exec(t.Context(), step{cmd: commands.AddMember{Group: "team", Username: u}})
 			switch {

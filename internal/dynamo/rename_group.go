@@ -117,6 +117,13 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 				"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(to)), "group_key": str(to), "added_at": str(FormatTime(m.AddedAt)),
 			}}})
+			// The user's membership revision moves too: a user rename or delete that read
+			// the user's group pointers before this moved one decides again.
+			add(roleNone, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(table),
+				Key:                       map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(SKMemberships)},
+				UpdateExpression:          aws.String("SET rev = if_not_exists(rev, :z) + :one"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":z": num(0), ":one": num(1)},
+			}})
 		}
 	}
 	for _, l := range c.PutLookups {
