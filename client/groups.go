@@ -34,6 +34,18 @@ func (t *TenantClient) UpdateGroup(ctx context.Context, name string, p GroupPatc
 	return &out, nil
 }
 
+// RenameGroup gives a group a new name: the same group (same id, members and history) at
+// the next version; the old name is free at once. A live group of the new name is a 409
+// group_exists.
+func (t *TenantClient) RenameGroup(ctx context.Context, name, newName string, opts ...Option) (*Group, error) {
+	var out Group
+	if _, err := t.c.call(ctx, t.c.command, http.MethodPost, t.path("/groups/"+seg(name)+"/rename"),
+		map[string]string{"name": newName}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DeleteGroup deletes a group and its memberships.
 func (t *TenantClient) DeleteGroup(ctx context.Context, name string, opts ...Option) (Result, error) {
 	resp, err := t.c.call(ctx, t.c.command, http.MethodDelete, t.path("/groups/"+seg(name)), nil, nil, opts)

@@ -103,6 +103,10 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.RenameUser(ctx, "u", "v")
 			return err
 		},
+		"TenantClient.RenameGroup": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.RenameGroup(ctx, "g", "h")
+			return err
+		},
 		"TenantClient.DeleteUser": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.DeleteUser(ctx, "u")
 			return err

@@ -117,6 +117,10 @@ func TestPathParametersAreDecoded(t *testing.T) {
 			walk(t, p, []step{{method: "POST", route: prefix + "/users/:username/rename", body: map[string]any{"username": renamed}, status: http.StatusOK, check: isUser(renamed)}})
 			back := map[string]string{"system": system, "tenant": tenant, "username": renamed, "name": c.group}
 			walk(t, back, []step{{method: "POST", route: prefix + "/users/:username/rename", body: map[string]any{"username": c.username}, status: http.StatusOK, check: isUser(c.username)}})
+			renamedGroup := "R " + c.group
+			walk(t, p, []step{{method: "POST", route: prefix + "/groups/:name/rename", body: map[string]any{"name": renamedGroup}, status: http.StatusOK, check: isGroup(renamedGroup)}})
+			groupBack := map[string]string{"system": system, "tenant": tenant, "username": c.username, "name": renamedGroup}
+			walk(t, groupBack, []step{{method: "POST", route: prefix + "/groups/:name/rename", body: map[string]any{"name": c.group}, status: http.StatusOK, check: isGroup(c.group)}})
 			walk(t, p, []step{
 				{method: "PATCH", route: prefix + "/groups/:name", body: map[string]any{"description": "d"}, status: http.StatusOK, check: isGroup(c.group)},
 				{method: "PUT", route: prefix + "/groups/:name/members/:username", status: http.StatusNoContent},

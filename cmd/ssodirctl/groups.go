@@ -13,7 +13,7 @@ func groupsCommand(s *settings) *cobra.Command {
 	cmd := group("groups", "Create, read, change and delete groups, and their members")
 	members := group("members", "List, add and remove a group's members")
 	members.AddCommand(memberList(s), memberChange(s, "add"), memberChange(s, "remove"))
-	cmd.AddCommand(groupCreate(s), groupGet(s), groupList(s), groupUpdate(s), groupDelete(s), members, entityActivity(s, "group"))
+	cmd.AddCommand(groupCreate(s), groupGet(s), groupList(s), groupUpdate(s), groupRename(s), groupDelete(s), members, entityActivity(s, "group"))
 	return cmd
 }
 

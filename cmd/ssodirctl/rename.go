@@ -33,3 +33,33 @@ func userRename(s *settings) *cobra.Command {
 	w.add(cmd)
 	return cmd
 }
+
+// groupRename is `ssodirctl groups rename OLD NEW`: the same group under a new name.
+func groupRename(s *settings) *cobra.Command {
+	var w writeFlags
+	cmd := &cobra.Command{
+		Use:   "rename NAME NEW_NAME",
+		Short: "Rename a group: the same group (same id, members, history), the old name free at once",
+		Example: `  ssodirctl groups rename admins "Site Admins"
+  ssodirctl groups rename admins wheel --if-match 3`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := s.printer()
+			if err != nil {
+				return err
+			}
+			g, err := t.RenameGroup(cmd.Context(), args[0], args[1], w.options()...)
+			if err != nil {
+				return err
+			}
+			w.group(cmd.Context(), s, t, g.Name, g.Version)
+			return p.one(g, groupHeader, groupRow(*g))
+		},
+	}
+	w.add(cmd)
+	return cmd
+}

@@ -78,6 +78,7 @@ type api struct {
 	setActive      commands.SetUserActiveHandler
 	deleteUser     commands.DeleteUserHandler
 	renameUser     commands.RenameUserHandler
+	renameGroup    commands.RenameGroupHandler
 	eraseUser      commands.EraseUserHandler
 	createGroup    commands.CreateGroupHandler
 	updateGroup    commands.UpdateGroupHandler
@@ -109,6 +110,7 @@ func Register(e *echo.Echo, d Deps) {
 		setActive:      commands.NewSetUserActiveHandler(cd),
 		deleteUser:     commands.NewDeleteUserHandler(cd),
 		renameUser:     commands.NewRenameUserHandler(cd),
+		renameGroup:    commands.NewRenameGroupHandler(cd),
 		eraseUser:      commands.NewEraseUserHandler(cd),
 		createGroup:    commands.NewCreateGroupHandler(cd),
 		updateGroup:    commands.NewUpdateGroupHandler(cd),
@@ -143,6 +145,7 @@ func Register(e *echo.Echo, d Deps) {
 	g.POST("/groups", a.postGroup, write)
 	g.PATCH("/groups/:name", a.patchGroup, write)
 	g.DELETE("/groups/:name", a.deleteGroupRoute, write)
+	g.POST("/groups/:name/rename", a.postRenameGroup, write)
 	g.PUT("/groups/:name/members/:username", a.putMember, write)
 	g.DELETE("/groups/:name/members/:username", a.deleteMember, write)
 	g.POST("/groups/:name/members", a.postMembers, write)

@@ -126,6 +126,8 @@ func (w *world) exec(ctx context.Context, s step) (any, error) {
 		return commands.NewDeleteUserHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.RenameUser:
 		return commands.NewRenameUserHandler(d).Handle(ctx, w.tenant, c, m)
+	case commands.RenameGroup:
+		return commands.NewRenameGroupHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.CreateGroup:
 		return commands.NewCreateGroupHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.UpdateGroup:

@@ -49,6 +49,12 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 			return err
 		}
 		if current[username] != u.State.ID {
+			// Nothing to remove, if the group and the user are still those read: a rename
+			// of either moves the membership in the same transaction that ends the name,
+			// so a membership found gone by a rename in between is no answer for it.
+			if err := h.unchanged(ctx, t, g.State, u.State); err != nil {
+				return err
+			}
 			version = g.State.Version
 			return h.deps.recordNoop(ctx, t, m, events.KindGroup, g.State.Key, g.State.Version)
 		}
@@ -70,4 +76,21 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		return h.deps.Store.Append(ctx, t, c)
 	})
 	return version, err
+}
+
+// unchanged reports ErrVersionConflict when the group or the user moved on from the
+// versions g and u since they were read.
+func (h RemoveMemberHandler) unchanged(ctx context.Context, t Tenant, g events.Group, u events.User) error {
+	ga, err := h.deps.Store.LoadGroup(ctx, t, g.Key)
+	if err != nil {
+		return err
+	}
+	ua, err := h.deps.Store.LoadUser(ctx, t, u.Username)
+	if err != nil {
+		return err
+	}
+	if ga.State.Version != g.Version || ua.State.Version != u.Version {
+		return ErrVersionConflict
+	}
+	return nil
 }

@@ -69,11 +69,9 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 				return err
 			}
 		}
-		moved, err := h.memberships(ctx, t, old)
-		if err != nil {
-			return err
-		}
-		fromRev, _, err := h.deps.Store.UserMemberships(ctx, t, old.Username)
+		// The revision is the one read with the group pointers: a group rename in between
+		// moves a pointer and takes the revision, so the rename's condition on it fails.
+		moved, fromRev, err := h.memberships(ctx, t, old)
 		if err != nil {
 			return err
 		}
@@ -120,16 +118,16 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 }
 
 // memberships are the user's memberships as the rename moves them, each with its group's
-// current version. A group with a members change still being written is waited for
+// current version, and the user's membership revision read before them. A group with a members change still being written is waited for
 // first, so that the change's items never land on a name that has moved.
-func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.User) ([]events.RenamedMembership, error) {
-	_, groups, err := h.deps.Store.UserMemberships(ctx, t, u.Username)
+func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.User) ([]events.RenamedMembership, int64, error) {
+	rev, groups, err := h.deps.Store.UserMemberships(ctx, t, u.Username)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	items, err := h.deps.Store.MemberStates(ctx, t, u.Username, groups)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []events.RenamedMembership
 	for _, key := range slices.Sorted(maps.Keys(items)) {
@@ -142,7 +140,7 @@ func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.U
 			continue // its delete's clean-up removes it
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if it.GroupVersion <= g.State.LastDeletedVersion {
 			continue
@@ -151,8 +149,8 @@ func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.U
 			AddedVersion: it.GroupVersion, AddedAt: it.AddedAt})
 	}
 	if len(out) > MaxRenameMemberships {
-		return nil, apperr.InvalidField("username",
+		return nil, 0, apperr.InvalidField("username",
 			fmt.Sprintf("the user is in %d groups; a rename moves at most %d", len(out), MaxRenameMemberships))
 	}
-	return out, nil
+	return out, rev, nil
 }

@@ -228,6 +228,12 @@ type Store interface {
 	MemberStates(ctx context.Context, t Tenant, username string, groupKeys []string) (map[string]MemberState, error)
 	// AppendRename writes a user rename in one transaction (docs/storage.md, "Renames").
 	AppendRename(ctx context.Context, t Tenant, r UserRename) error
+	// GroupMemberStates reads the membership items of a group, strongly consistently,
+	// ordered by username: at most limit of them.
+	GroupMemberStates(ctx context.Context, t Tenant, key string, limit int) ([]GroupMember, error)
+	// AppendGroupRename writes a group rename in one transaction (docs/storage.md,
+	// "Group renames").
+	AppendGroupRename(ctx context.Context, t Tenant, r GroupRename) error
 	// RecordNoop records an idempotent request that changed nothing.
 	RecordNoop(ctx context.Context, t Tenant, idem Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error
 }

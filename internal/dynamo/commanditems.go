@@ -44,9 +44,39 @@ type userItem struct {
 // FormerName is a username a person held before a rename, as the command and read tables
 // keep it (events.FormerName).
 type FormerName struct {
-	Username string `dynamodbav:"username"`
-	From     string `dynamodbav:"from"`
-	Until    string `dynamodbav:"until"`
+	Username string `dynamodbav:"username,omitempty"`
+	// Name and Key are a group's former name and key (events.FormerGroupName); a
+	// person's former name has Username instead.
+	Name  string `dynamodbav:"name,omitempty"`
+	Key   string `dynamodbav:"key,omitempty"`
+	From  string `dynamodbav:"from"`
+	Until string `dynamodbav:"until"`
+}
+
+// EncodeFormerGroupNames is the stored form of a group's former names.
+func EncodeFormerGroupNames(fs []events.FormerGroupName) []FormerName {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]FormerName, len(fs))
+	for i, f := range fs {
+		out[i] = FormerName{Name: f.Name, Key: f.Key, From: FormatTime(f.From), Until: FormatTime(f.Until)}
+	}
+	return out
+}
+
+// DecodeFormerGroupNames reads what EncodeFormerGroupNames stored.
+func DecodeFormerGroupNames(fs []FormerName) []events.FormerGroupName {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]events.FormerGroupName, len(fs))
+	for i, f := range fs {
+		from, _ := ParseTime(f.From)
+		until, _ := ParseTime(f.Until)
+		out[i] = events.FormerGroupName{Name: f.Name, Key: f.Key, From: from, Until: until}
+	}
+	return out
 }
 
 // EncodeFormerNames is the stored form of a person's former names.
@@ -104,6 +134,10 @@ type groupItem struct {
 	MembersOwner      string `dynamodbav:"members_owner,omitempty"`
 	MembersLeaseUntil int64  `dynamodbav:"members_lease_until,omitempty"`
 	SSOType           string `dynamodbav:"sso_type"`
+	// NamedAt and FormerNames are events.Group's: when a rename gave the group this name,
+	// and the names it held before.
+	NamedAt     string       `dynamodbav:"named_at,omitempty"`
+	FormerNames []FormerName `dynamodbav:"former_names,omitempty"`
 }
 
 // UserConfigItem is a user's `config` item: its state, the ciphertext of a password in
@@ -133,6 +167,7 @@ func GroupConfigItem(g events.Group, cleanupPending bool, pending *commands.Memb
 		Description: g.Description, Attributes: g.Attributes, Version: g.Version,
 		CreatedAt: FormatTime(g.CreatedAt), UpdatedAt: FormatTime(g.UpdatedAt), Deleted: g.Deleted,
 		LastDeletedVersion: g.LastDeletedVersion, CleanupPending: cleanupPending, SSOType: "keycloak",
+		NamedAt: formatOptionalTime(g.NamedAt), FormerNames: EncodeFormerGroupNames(g.FormerNames),
 	}
 	if pending != nil {
 		it.MembersPending, it.MembersOwner, it.MembersLeaseUntil = pending.Version, pending.Owner, pending.Until.UnixMilli()

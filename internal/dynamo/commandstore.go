@@ -128,9 +128,12 @@ func groupAggregate(it groupItem) commands.GroupAggregate {
 		State: events.Group{
 			ID: it.GroupID, Key: it.Key, Name: it.Name, Description: it.Description, Attributes: it.Attributes,
 			Version: it.Version, CreatedAt: created, UpdatedAt: updated, Deleted: it.Deleted,
-			LastDeletedVersion: it.LastDeletedVersion,
+			LastDeletedVersion: it.LastDeletedVersion, FormerNames: DecodeFormerGroupNames(it.FormerNames),
 		},
 		CleanupPending: it.CleanupPending,
+	}
+	if it.NamedAt != "" {
+		agg.State.NamedAt, _ = ParseTime(it.NamedAt)
 	}
 	if it.MembersPending > 0 {
 		agg.Pending = &commands.MembersLease{Version: it.MembersPending, Owner: it.MembersOwner, Until: time.UnixMilli(it.MembersLeaseUntil)}

@@ -60,6 +60,9 @@ func everyEvent() []events.Envelope {
 	user4 := someone
 	user4.Version = 4
 	renamed := someone
+	renamedGroup := admins
+	renamedGroup.Key, renamedGroup.Name, renamedGroup.Version, renamedGroup.NamedAt = "wheel", "Wheel", 4, later
+	renamedGroup.FormerNames = []events.FormerGroupName{{Name: "Team Alpha", Key: "team alpha", From: at, Until: later}}
 	renamed.Username, renamed.Version, renamed.NamedAt = "jane.doe", 4, later
 	renamed.FormerNames = []events.FormerName{{Username: "jdoe", From: at, Until: later}}
 	return []events.Envelope{
@@ -76,6 +79,8 @@ func everyEvent() []events.Envelope {
 		envelope(&events.GroupCreated{Group: admins}),
 		envelope(&events.GroupUpdated{Group: admins}),
 		envelope(&events.GroupDeleted{Group: deletedGroup, PreviousID: "9f2e"}),
+		envelope(&events.GroupRenamed{Group: renamedGroup, PreviousName: "Team Alpha", PreviousKey: "team alpha", PreviousVersion: 3,
+			Members: []events.RenamedMember{{Username: "jdoe", UserID: "4a7b", MembershipRev: 2, AddedAt: at}}}),
 		envelope(&events.GroupMemberAdded{Group: admins, Username: "jdoe", UserID: "7d1c", MembershipRev: 6}),
 		envelope(&events.GroupMemberRemoved{Group: admins, Username: "jdoe", UserID: "7d1c"}),
 		envelope(&events.GroupMembersChanged{Group: admins,

@@ -125,6 +125,10 @@ func (f *Filter) Apply(ctx context.Context, system, tenant string, e *events.Env
 		members = []events.Member{{Username: p.Username, UserID: p.UserID}}
 	case *events.GroupMembersChanged:
 		members = append(append(members, p.Added...), p.Removed...)
+	case *events.GroupRenamed:
+		for _, m := range p.Members {
+			members = append(members, events.Member{Username: m.Username, UserID: m.UserID})
+		}
 	default:
 		u, ok := events.UserState(e.Payload)
 		if !ok {

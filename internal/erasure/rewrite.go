@@ -162,6 +162,12 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 			p.Username, p.UserID, p.Erased = "", "", true
 			changed = true
 		}
+	case *events.GroupRenamed:
+		for i, m := range p.Members {
+			if s.isMember(m.Username, m.UserID) {
+				p.Members[i], changed = events.RenamedMember{Erased: true}, true
+			}
+		}
 	case *events.GroupMembersChanged:
 		for i, m := range p.Added {
 			if s.isMember(m.Username, m.UserID) {

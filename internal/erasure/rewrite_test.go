@@ -28,6 +28,9 @@ func TestRewriteHistoryItemNamesAnErasedMemberOnly(t *testing.T) {
 			Added:   []events.Member{{Username: "amy", UserID: "uid-amy", MembershipRev: 1}, {Username: "zed", UserID: "uid-zed", MembershipRev: 2}},
 			Removed: []events.Member{{Username: "zed2", UserID: "uid-zed"}}},
 			map[string]events.Change{"members_added": {New: 2}}, true, `"username":"amy"`},
+		{"only the erased one of a group rename", &events.GroupRenamed{Group: g, PreviousName: "Old", PreviousKey: "old", PreviousVersion: 3,
+			Members: []events.RenamedMember{{Username: "amy", UserID: "uid-amy", MembershipRev: 1, AddedAt: at}, {Username: "zed", UserID: "uid-zed", MembershipRev: 2, AddedAt: at}}},
+			map[string]events.Change{"name": {Old: "Old", New: "G"}}, true, `"username":"amy"`},
 		{"a record of another member is left alone", &events.GroupMemberAdded{Group: g, Username: "zedd", UserID: "uid-zedd", MembershipRev: 3},
 			map[string]events.Change{"member": {New: "zedd"}}, false, `"zedd"`},
 	}

@@ -86,6 +86,7 @@ func NewRegistry() *Registry {
 		func() Payload { return &GroupCreated{} },
 		func() Payload { return &GroupUpdated{} },
 		func() Payload { return &GroupDeleted{} },
+		func() Payload { return &GroupRenamed{} },
 		func() Payload { return &GroupMemberAdded{} },
 		func() Payload { return &GroupMemberRemoved{} },
 		func() Payload { return &GroupMembersChanged{} },

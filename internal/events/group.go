@@ -12,6 +12,9 @@ const (
 	// GroupMembersChangedType is one command that added and removed many members at once
 	// (API.md: POST /groups/{name}/members): one group version for the whole change.
 	GroupMembersChangedType Type = "group.members_changed"
+	// GroupRenamedType: the group took a new name; same id, next version. Its record lives
+	// under the new name's key; the old one is free (docs/storage.md, "Group renames").
+	GroupRenamedType Type = "group.renamed"
 )
 
 // Group is the state of a group aggregate after an event.
@@ -30,6 +33,28 @@ type Group struct {
 	// LastDeletedVersion is the version of the group's last deletion: a membership recorded
 	// at a lower version belongs to a deleted incarnation.
 	LastDeletedVersion int64 `json:"last_deleted_version,omitempty"`
+	// NamedAt is when the group took Name by a rename; zero: at CreatedAt.
+	NamedAt time.Time `json:"named_at,omitzero"`
+	// FormerNames are the names the group held before, oldest first: its activity feed
+	// reaches what happened under them.
+	FormerNames []FormerGroupName `json:"former_names,omitempty"`
+}
+
+// FormerGroupName is a name a group held from From until Until (a rename); Key is its
+// lower-cased form, the key the group had then.
+type FormerGroupName struct {
+	Name  string    `json:"name"`
+	Key   string    `json:"key"`
+	From  time.Time `json:"from"`
+	Until time.Time `json:"until"`
+}
+
+// Named is when the group took its current name.
+func (g Group) Named() time.Time {
+	if g.NamedAt.IsZero() {
+		return g.CreatedAt
+	}
+	return g.NamedAt
 }
 
 // GroupCreated: a group was created (or created again after a delete).
@@ -102,6 +127,33 @@ type GroupMembersChanged struct {
 	Removed []Member `json:"removed,omitempty"`
 }
 
+// GroupRenamed: the group's name changed from PreviousName to Group.Name. The old key's
+// aggregate becomes a tombstone at PreviousVersion+1 (freeing the name, as a delete does)
+// and every membership moves to the new key, at the rename's version.
+type GroupRenamed struct {
+	// Group is the group under its new name (same id).
+	Group Group `json:"group"`
+	// PreviousName, PreviousKey and PreviousVersion are the name, key and version before.
+	PreviousName    string `json:"previous_name"`
+	PreviousKey     string `json:"previous_key"`
+	PreviousVersion int64  `json:"previous_version"`
+	// Members are the memberships moved, each with the membership revision it had (and
+	// keeps) and when it began.
+	Members []RenamedMember `json:"members,omitempty"`
+}
+
+// RenamedMember is one membership a group rename moved.
+type RenamedMember struct {
+	Username      string    `json:"username"`
+	UserID        string    `json:"user_id"`
+	MembershipRev int64     `json:"membership_rev"`
+	AddedAt       time.Time `json:"added_at"`
+	// Erased: as GroupMemberAdded.Erased (no username, no id; no membership projected).
+	Erased bool `json:"erased,omitempty"`
+}
+
+func (GroupRenamed) EventType() Type { return GroupRenamedType }
+
 func (GroupCreated) EventType() Type       { return GroupCreatedType }
 func (GroupUpdated) EventType() Type       { return GroupUpdatedType }
 func (GroupDeleted) EventType() Type       { return GroupDeletedType }
@@ -124,6 +176,8 @@ func GroupState(p Payload) (Group, bool) {
 	case *GroupMemberRemoved:
 		return e.Group, true
 	case *GroupMembersChanged:
+		return e.Group, true
+	case *GroupRenamed:
 		return e.Group, true
 	}
 	return Group{}, false

@@ -196,6 +196,12 @@ func (s *Syncer) UpsertGroup(ctx context.Context, dg DirectoryGroup) error {
 	}
 	err = s.c.UpdateGroup(ctx, want)
 	s.c.metrics.operation(string(ActionUpdateGroup), err)
+	if err != nil && cur.Name != want.Name && errors.Is(err, ErrConflict) {
+		// A rename waits while another group of the realm holds the name (409), never a
+		// second group nor a delete and create again (which would lose the Keycloak
+		// group's id, role mappings and links): the record fails until the name is free.
+		return fmt.Errorf("keycloak: rename group %s in place: another group of the realm holds the name: %w", dg.ID, err)
+	}
 	return err
 }
 

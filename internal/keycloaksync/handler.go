@@ -286,6 +286,8 @@ func (h *Handler) sync(ctx context.Context, realm *Realm, wm *WriteModel, env ev
 		return h.syncMembers(ctx, realm, wm, e)
 	case *events.UserRenamed:
 		return h.syncRename(ctx, realm, wm, e)
+	case *events.GroupRenamed:
+		return h.syncGroupRename(ctx, realm, wm, e)
 	case *events.UserCreated:
 		return h.syncUser(ctx, realm, wm, e.User, e.PasswordCiphertext)
 	case *events.UserPasswordChanged:

@@ -110,6 +110,8 @@ func (w *world) execWith(store commands.Store, cmd any) {
 		_, err = commands.NewDeleteUserHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.RenameUser:
 		_, err = commands.NewRenameUserHandler(d).Handle(ctx, w.tenant, c, m)
+	case commands.RenameGroup:
+		_, err = commands.NewRenameGroupHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.CreateGroup:
 		_, err = commands.NewCreateGroupHandler(d).Handle(ctx, w.tenant, c, m)
 	case commands.AddMember:

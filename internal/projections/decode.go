@@ -156,6 +156,11 @@ func decodeGroup(item Item) (GroupView, error) {
 	d.bool("is_deleted", &g.IsDeleted)
 	d.str("updated_sort", &g.UpdatedSort)
 	d.str("name_sort", &g.NameSort)
+	if v, ok := item["former_names"]; ok && d.err == nil {
+		if err := attributevalue.Unmarshal(v, &g.FormerNames); err != nil {
+			d.err = fmt.Errorf("attribute former_names: %w", err)
+		}
+	}
 	if d.err != nil {
 		return GroupView{}, fmt.Errorf("decode group item: %w", d.err)
 	}

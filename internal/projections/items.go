@@ -71,6 +71,9 @@ type GroupView struct {
 	IsDeleted          bool                `dynamodbav:"is_deleted"`
 	UpdatedSort        string              `dynamodbav:"updated_sort,omitempty"`
 	NameSort           string              `dynamodbav:"name_sort,omitempty"`
+	// FormerNames are the names the group held before renames, with when: its activity
+	// feed reads their partitions for those times too.
+	FormerNames []dynamo.FormerName `dynamodbav:"former_names,omitempty"`
 }
 
 // MembershipView is a membership item (id `group#<key>`, sk `member#<username>`). Only a

@@ -110,6 +110,7 @@ func stateReducers() map[events.Type]Reducer {
 		events.GroupCreatedType:        reduceGroup,
 		events.GroupUpdatedType:        reduceGroup,
 		events.GroupDeletedType:        reduceGroupDeleted,
+		events.GroupRenamedType:        reduceGroupRenamed,
 		events.GroupMemberAddedType:    reduceMemberAdded,
 		events.GroupMemberRemovedType:  reduceMemberRemoved,
 		events.GroupMembersChangedType: reduceMembersChanged,
@@ -376,6 +377,7 @@ func liveGroup(g events.Group) GroupView {
 		LastDeletedVersion: g.LastDeletedVersion,
 		UpdatedSort:        UpdatedSort(cfgUpdated, g.Key),
 		NameSort:           g.Key,
+		FormerNames:        dynamo.EncodeFormerGroupNames(g.FormerNames),
 	}
 }
 

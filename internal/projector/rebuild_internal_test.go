@@ -187,6 +187,8 @@ func (f rebuildFixture) run(t *testing.T, cmds ...any) {
 			_, err = commands.NewChangeMembersHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
 		case commands.RenameUser:
 			_, err = commands.NewRenameUserHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
+		case commands.RenameGroup:
+			_, err = commands.NewRenameGroupHandler(f.deps).Handle(ctx, f.tenant, c, f.meta)
 		default:
 			t.Fatalf("fixture: no handler for %T", c)
 		}

@@ -172,7 +172,7 @@ func lastDelete(s stateItem) (events.Envelope, bool) {
 func groupOf(s stateItem) events.Group {
 	return events.Group{ID: s.GroupID, Key: s.Key, Name: s.Name, Description: s.Description, Attributes: s.Attributes,
 		Version: s.Version, CreatedAt: parse(s.CreatedAt), UpdatedAt: parse(s.UpdatedAt), Deleted: s.Deleted,
-		LastDeletedVersion: s.LastDeleted}
+		LastDeletedVersion: s.LastDeleted, NamedAt: parse(s.NamedAt), FormerNames: dynamo.DecodeFormerGroupNames(s.FormerNames)}
 }
 
 func (r *Replayer) groupState(ctx context.Context, row dynamo.Tenant, id string, cache *sync.Map) (events.Group, error) {

@@ -29,11 +29,27 @@ const spanEnd = "#\uffff"
 // newest first (docs/storage.md, "Renames"). Its cursor has the shape of the plain
 // entity list's (pk and sk of the last item), so a walk may cross between the two.
 func (s *Service) personActivity(ctx context.Context, spec listSpec, u projections.UserView, p PageRequest) (Page[Activity], error) {
-	limit := p.size()
 	spans := []nameSpan{{pk: projections.EntityPK("user:" + u.Username), lo: "0", hi: "9"}}
 	for _, f := range u.FormerNames {
 		spans = append(spans, nameSpan{pk: projections.EntityPK("user:" + f.Username), lo: f.From, hi: f.Until + spanEnd})
 	}
+	return s.spansActivity(ctx, spec, spans, p)
+}
+
+// groupActivity serves entity=group:<name> for a group renamed before, as personActivity
+// does for a person: the current key's activity and each former key's for the time the
+// group held it (docs/storage.md, "Group renames").
+func (s *Service) groupActivity(ctx context.Context, spec listSpec, g projections.GroupView, p PageRequest) (Page[Activity], error) {
+	spans := []nameSpan{{pk: projections.EntityPK("group:" + g.Key), lo: "0", hi: "9"}}
+	for _, f := range g.FormerNames {
+		spans = append(spans, nameSpan{pk: projections.EntityPK("group:" + f.Key), lo: f.From, hi: f.Until + spanEnd})
+	}
+	return s.spansActivity(ctx, spec, spans, p)
+}
+
+// spansActivity merges the activity of spans, newest first.
+func (s *Service) spansActivity(ctx context.Context, spec listSpec, spans []nameSpan, p PageRequest) (Page[Activity], error) {
+	limit := p.size()
 	after := ""
 	if p.Cursor != "" {
 		k, err := s.cursors.decode(p.Cursor, spec.id, spec.keyAttrs)

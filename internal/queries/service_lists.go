@@ -316,6 +316,17 @@ func (s *Service) Activity(ctx context.Context, system, tenant string, q Activit
 			return page, s.fail(t, err)
 		}
 	}
+	if key, ok := strings.CutPrefix(q.Entity, "group:"); ok {
+		// A group renamed before has a history under former names too.
+		g, found, err := s.getGroup(ctx, t, key, false)
+		if err != nil {
+			return Page[Activity]{}, s.fail(t, err)
+		}
+		if found && !g.IsDeleted && len(g.FormerNames) > 0 {
+			page, err := s.groupActivity(ctx, spec, g, q.Page)
+			return page, s.fail(t, err)
+		}
+	}
 	page, err := runList(ctx, s.db, s.cursors, spec, q.Page, func(_ context.Context, raw []map[string]types.AttributeValue) ([]*Activity, error) {
 		out := make([]*Activity, len(raw))
 		for i, item := range raw {

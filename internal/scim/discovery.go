@@ -109,7 +109,7 @@ func schemaDefs() []map[string]any {
 	enterprise := []attr{str0("employeeNumber"), str0("costCenter"), str0("organization"), str0("division"), str0("department"),
 		{name: "manager", typ: "complex", sub: []attr{str0("value"), {name: "$ref", typ: "reference"}, {name: "displayName", typ: "string", mutability: "readOnly"}}}}
 	group := []attr{
-		{name: "displayName", typ: "string", required: true, uniqueness: "server", mutability: "immutable"},
+		{name: "displayName", typ: "string", required: true, uniqueness: "server"}, // a change renames the group
 		{name: "members", typ: "complex", multi: true, sub: []attr{{name: "value", typ: "string", mutability: "immutable"},
 			{name: "display", typ: "string", mutability: "readOnly"}, {name: "$ref", typ: "reference", mutability: "immutable"},
 			{name: "type", typ: "string", mutability: "immutable"}}},
@@ -121,7 +121,8 @@ func schemaDefs() []map[string]any {
 		}
 		return map[string]any{"schemas": []string{URNSchema}, "id": id, "name": name, "description": desc, "attributes": as}
 	}
-	// userName and displayName are immutable here: a change is refused (mutability).
+	// userName is declared immutable; a group's displayName is readWrite (a change
+	// renames the group).
 	user[0].mutability = "immutable"
 	return []map[string]any{
 		def(URNUser, "User", "User Account", user),

@@ -456,10 +456,6 @@ func (s *server) modifyGroup(cl *call, plan func(commands.GroupAggregate) (group
 
 func (s *server) writeGroup(cl *call, cur commands.GroupAggregate, ch groupChange, ifMatch *int64) (events.Group, error) {
 	state := cur.State
-	if ch.fields.displayName != state.Name {
-		return state, badRequest(typeMutability, "displayName cannot change: ssodir keys a group's history, memberships and Keycloak group by its name; "+
-			"create a new group instead")
-	}
 	pin := ifMatch
 	if pin == nil {
 		v := state.Version
@@ -467,6 +463,22 @@ func (s *server) writeGroup(cl *call, cur commands.GroupAggregate, ch groupChang
 	}
 	if *pin != state.Version {
 		return state, apperr.VersionMismatch(*pin, state.Version)
+	}
+	// A new displayName is a rename (Okta's Push Groups, Entra's replace displayName): the
+	// same group, id and members under the new name, before the other changes.
+	if ch.fields.displayName != state.Name {
+		rename := commands.RenameGroup{Name: state.Key, NewName: ch.fields.displayName}
+		if err := rename.Validate(); err != nil {
+			return state, err
+		}
+		if err := s.gate.Ready(cl.ctx, cl.tenant); err != nil {
+			return state, err
+		}
+		g, err := s.renameGroup.Handle(cl.ctx, cl.tenant, rename, cl.meta(pin))
+		if err != nil {
+			return state, err
+		}
+		state, pin = g, &g.Version
 	}
 	attrs := mergeAttrs(state.Attributes, ch.fields.attrs)
 	changed := !sameAttrs(attrs, state.Attributes)

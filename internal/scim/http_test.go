@@ -276,9 +276,29 @@ func TestGroups(t *testing.T) {
 	if !slices.Equal(members(), []string{"bob"}) {
 		t.Fatalf("after replace: %v", members())
 	}
-	// Okta's rename is refused; the same name is fine.
+	// A new displayName renames the group: the same resource and members. The same name is
+	// no change; Entra's replace of the path, and Okta's replace of the value, rename; a
+	// name another group holds is 409, a name breaking the rule 400, and neither changes
+	// anything.
+	version := func() any {
+		return s.scim("GET", "/Groups/"+gid, "").want(t, 200).obj(t)["meta"].(map[string]any)["version"]
+	}
+	v := version()
 	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"id":"`+gid+`","displayName":"Sales Team"}}]}`).want(t, 204)
-	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"id":"`+gid+`","displayName":"Sales"}}]}`).wantError(t, 400, "mutability")
+	if version() != v {
+		t.Error("the same displayName made a new version")
+	}
+	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"Replace","path":"displayName","value":"Sales EMEA"}]}`).want(t, 204)
+	if g := s.scim("GET", "/Groups/"+gid, "").want(t, 200).obj(t); g["displayName"] != "Sales EMEA" || g["id"] != gid || !slices.Equal(members(), []string{"bob"}) {
+		t.Fatalf("after Entra's rename: %v", g)
+	}
+	s.scim("POST", "/Groups", `{"displayName":"Taken"}`).want(t, 201)
+	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"id":"`+gid+`","displayName":"TAKEN"}}]}`).wantError(t, 409, "uniqueness")
+	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"replace","path":"displayName","value":"a/b"}]}`).wantError(t, 400, "invalidValue")
+	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"replace","value":{"id":"`+gid+`","displayName":"Sales Team"}}]}`).want(t, 204)
+	if got, _ := ids(t, s.scim("GET", "/Groups?excludedAttributes=members&filter="+q(`displayName eq "Sales EMEA"`), "")); len(got) != 0 {
+		t.Errorf("the old displayName still finds %v", got)
+	}
 	// An unknown member changes nothing.
 	s.scim("PATCH", "/Groups/"+gid, `{`+patchOp+`,"Operations":[{"op":"add","path":"members","value":[{"value":"`+ann+`"},{"value":"nobody"}]}]}`).wantError(t, 400, "invalidValue")
 	if !slices.Equal(members(), []string{"bob"}) {
@@ -298,13 +318,17 @@ func TestGroups(t *testing.T) {
 	if _, ok := m["members"]; ok {
 		t.Error("excludedAttributes=members")
 	}
-	// PUT replaces the members.
+	// PUT replaces the members, and a new displayName in it renames the group (Okta).
 	m["members"] = []any{map[string]any{"value": ann}, map[string]any{"value": cid}}
-	s.scim("PUT", "/Groups/"+gid, jsonBody(m)).want(t, 200)
+	m["displayName"] = "Sales Force"
+	if r := s.scim("PUT", "/Groups/"+gid, jsonBody(m)).want(t, 200).obj(t); r["displayName"] != "Sales Force" || r["id"] != gid {
+		t.Fatalf("after Okta's PUT: %v", r)
+	}
 	if !slices.Equal(members(), []string{"ann", "cid"}) {
 		t.Fatalf("after PUT: %v", members())
 	}
-	s.scim("POST", "/Groups", `{"displayName":"SALES TEAM"}`).wantError(t, 409, "uniqueness")
+	s.scim("POST", "/Groups", `{"displayName":"SALES FORCE"}`).wantError(t, 409, "uniqueness")
+	s.scim("POST", "/Groups", `{"displayName":"Sales Team"}`).want(t, 201)
 	s.scim("DELETE", "/Groups/"+gid, "").want(t, 204)
 	s.scim("GET", "/Groups/"+gid, "").wantError(t, 404, "")
 }

@@ -75,6 +75,7 @@ type server struct {
 	createUser     commands.CreateUserHandler
 	updateUser     commands.UpdateUserHandler
 	renameUser     commands.RenameUserHandler
+	renameGroup    commands.RenameGroupHandler
 	changePassword commands.ChangePasswordHandler
 	setActive      commands.SetUserActiveHandler
 	deleteUser     commands.DeleteUserHandler
@@ -105,6 +106,7 @@ func Register(e *echo.Echo, d Deps) {
 		createUser:     commands.NewCreateUserHandler(cd, d.Secrets),
 		updateUser:     commands.NewUpdateUserHandler(cd),
 		renameUser:     commands.NewRenameUserHandler(cd),
+		renameGroup:    commands.NewRenameGroupHandler(cd),
 		changePassword: commands.NewChangePasswordHandler(cd, d.Secrets),
 		setActive:      commands.NewSetUserActiveHandler(cd),
 		deleteUser:     commands.NewDeleteUserHandler(cd),

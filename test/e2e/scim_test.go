@@ -250,21 +250,31 @@ func TestOktaProvisioningFlow(t *testing.T) {
 	if bob := viewUser(t, queryBase, "bob.jones@example.com", 2); bob["is_active"] != false {
 		t.Errorf("bob in the query API: %v", bob)
 	}
+	// Okta pushed Engineering's new name: the same group, its members and its whole
+	// history under "Engineering Team", and the old name free.
 	eventually(t, 30*time.Second, "the groups' views", func() (bool, string) {
-		eng := groupMembers(t, queryBase, "Engineering")
+		eng := groupMembers(t, queryBase, "Engineering Team")
+		old := call(t, "GET", queryBase+"/groups/Engineering", nil)
 		gone := call(t, "GET", queryBase+"/groups/Contractors", nil)
-		return slices.Equal(eng, []string{"ann.smith@example.com"}) && gone.status == 404, fmt.Sprintf("Engineering %v, Contractors %d", eng, gone.status)
+		return slices.Equal(eng, []string{"ann.smith@example.com"}) && old.status == 404 && gone.status == 404,
+			fmt.Sprintf("Engineering Team %v, Engineering %d, Contractors %d", eng, old.status, gone.status)
 	})
 	wantActivity(t, queryBase, "user:ann.smith@example.com", tokenID,
 		"user.created", "user.updated", "user.deactivated", "user.activated", "user.password_changed",
 		"group.member_added group:engineering")
 	// The membership PATCHes are one members change each: one item per member.
-	wantActivity(t, queryBase, "group:engineering", tokenID,
-		"group.created", "group.member_added", "group.member_added", "group.member_removed")
+	wantActivity(t, queryBase, "group:engineering team", tokenID,
+		"group.created", "group.member_added", "group.member_added", "group.member_removed", "group.renamed")
 	eventually(t, 60*time.Second, "the realm to reflect Okta's provisioning", func() (bool, string) {
 		a, ag, ok := realmUser(kc, "ann.smith@example.com")
-		if !ok || !a.Enabled || a.Email != "ann.smith-jones@example.com" || a.LastName != "Smith-Jones" || !slices.Equal(ag, []string{"Engineering"}) {
+		if !ok || !a.Enabled || a.Email != "ann.smith-jones@example.com" || a.LastName != "Smith-Jones" || !slices.Equal(ag, []string{"Engineering Team"}) {
 			return false, fmt.Sprintf("ann: %+v in %v", a, ag)
+		}
+		if _, ok := kc.GroupByName(realm, "Engineering"); ok {
+			return false, "the group's old name is still in the realm"
+		}
+		if n := len(kc.Groups(realm)); n != 1 {
+			return false, fmt.Sprintf("%d groups in the realm, want Engineering Team alone (renamed in place, never created again)", n)
 		}
 		if p, ok := kc.LastPassword(realm, a.ID); !ok || p.Value != "t1meMachine-2" {
 			return false, fmt.Sprintf("ann's password: %+v", p)

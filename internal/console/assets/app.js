@@ -887,7 +887,7 @@ function gonePage(t, kind, name) {
   const list = kind === 'user' ? 'users' : 'groups';
   const why = kind === 'user'
     ? `It was deleted or erased, or never existed here. An erased person leaves no name behind, so the directory cannot tell which; their group memberships show as “an erased person”.`
-    : 'It was deleted, or never existed here.';
+    : 'It was deleted or renamed, or never existed here.';
   page(`No ${kind} ${name}`, h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, list) }, kind === 'user' ? 'Users' : 'Groups'), ` / ${name}`),
     h('h1', {}, `No ${kind} “${name}” in ${t.id}`),
     h('div', { class: 'card', id: 'gone' }, h('p', {}, why),
@@ -949,7 +949,7 @@ function userGroupsSection(t, u, sec, params, signal) {
 const typeLabels = {
   'user.created': 'Created', 'user.updated': 'Updated', 'user.password_changed': 'Password changed',
   'user.deactivated': 'Deactivated', 'user.activated': 'Activated', 'user.deleted': 'Deleted', 'user.renamed': 'Renamed',
-  'group.created': 'Created', 'group.updated': 'Updated', 'group.deleted': 'Deleted',
+  'group.created': 'Created', 'group.updated': 'Updated', 'group.deleted': 'Deleted', 'group.renamed': 'Renamed',
   'group.member_added': 'Member added', 'group.member_removed': 'Member removed',
 };
 
@@ -1111,6 +1111,20 @@ async function groupPage(t, name, params, signal) {
   } }, h('h2', {}, 'Edit'), groupFields(g), h('div', { class: 'actions' },
     h('button', { type: 'submit', class: 'primary' }, 'Save'),
     h('button', { type: 'button', onclick: () => { editForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
+  const renameForm = h('form', { id: 'rename-form', hidden: true, novalidate: true, onsubmit: async (ev) => {
+    ev.preventDefault();
+    const newName = renameForm.elements.name.value.trim();
+    await perform(renameForm, what, async () => {
+      const res = await t.renameGroup(g.name, g.version, newName);
+      // The group now lives under the new name: show that page, read at the new version.
+      setReadAfter(`group:${newName.toLowerCase()}`, res.version);
+      pendingFlash = `Renamed from ${g.name}.`;
+      go(tenantHash(t, 'groups', newName));
+    });
+  } }, h('h2', {}, 'Rename'), field('New name', h('input', { name: 'name', autocomplete: 'off', value: g.name }),
+    'The same group: members, history and the Keycloak group follow; the old name becomes free.'),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'save-rename' }, 'Rename'),
+    h('button', { type: 'button', onclick: () => { renameForm.hidden = true; actions.hidden = false; } }, 'Cancel')));
   const delBox = h('div', { hidden: true, id: 'delete-confirm', role: 'group', 'aria-label': 'Confirm delete' },
     h('p', {}, h('strong', {}, `Delete ${g.name}?`), ' Its memberships go with it.'),
     h('div', { class: 'actions' },
@@ -1125,8 +1139,9 @@ async function groupPage(t, name, params, signal) {
   const showBox = (el, focus) => { actions.hidden = true; el.hidden = false; (el.querySelector(focus) || el).focus(); };
   const actions = h('div', { class: 'actions' },
     h('button', { type: 'button', id: 'edit-group', onclick: () => showBox(editForm, 'textarea') }, 'Edit'),
+    h('button', { type: 'button', id: 'rename-group', onclick: () => showBox(renameForm, 'input') }, 'Rename'),
     h('button', { type: 'button', id: 'delete-group', class: 'danger', onclick: () => showBox(delBox, '#confirm-delete') }, 'Delete'));
-  details.append(actions, editForm, delBox);
+  details.append(actions, editForm, renameForm, delBox);
 
   const membersSec = h('section', { class: 'card', 'aria-labelledby': 'members-h' }, h('h2', { id: 'members-h' }, 'Members'));
   const activitySec = h('section', { class: 'card', 'aria-labelledby': 'activity-h' }, h('h2', { id: 'activity-h' }, 'Activity'));

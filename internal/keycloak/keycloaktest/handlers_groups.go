@@ -96,6 +96,14 @@ func (s *Server) putGroup(c *call) *apiError {
 	if err := decodeBody(c.body, &in); err != nil {
 		return err
 	}
+	// As Keycloak's GroupResource.updateGroup: the body must name the group (a rename is
+	// this PUT with the new name, the group's id kept) and may not name another id.
+	if in.Name == nil || strings.TrimSpace(*in.Name) == "" {
+		return errorMessage(http.StatusBadRequest, "Group name is missing")
+	}
+	if in.ID != "" && in.ID != g.id {
+		return errorMessage(http.StatusBadRequest, "Invalid group id")
+	}
 	if err := c.realm.replaceGroup(g, groupFields{name: in.Name, description: in.Description, attrs: in.Attributes}); err != nil {
 		return err
 	}

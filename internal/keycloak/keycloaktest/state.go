@@ -336,7 +336,8 @@ func (r *realm) createSubGroup(parent *group, name string) (*group, *apiError) {
 }
 
 // replaceGroup applies a full-replace PUT: description and attributes omitted from the
-// body are cleared; an omitted name is kept.
+// body are cleared. A new name must be free among the top-level groups, compared as
+// Keycloak does (exactly: a change of case is no clash), else 409.
 func (r *realm) replaceGroup(g *group, f groupFields) *apiError {
 	if f.name != nil {
 		name := strings.TrimSpace(*f.name)

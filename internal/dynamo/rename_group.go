@@ -1,0 +1,156 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// GroupMemberStates reads the membership items of a group, strongly consistently, in
+// username order: at most limit of them.
+func (s *CommandStore) GroupMemberStates(ctx context.Context, t commands.Tenant, key string, limit int) ([]commands.GroupMember, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table(t)),
+		KeyConditionExpression:    aws.String("id = :id AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(GroupID(key)), ":p": str(skMember)},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(min(limit, 1000))),
+	}
+	var out []commands.GroupMember
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() && len(out) < limit {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query members of a group: %w", notFoundTenant(err))
+		}
+		for _, it := range page.Items {
+			st, err := DecodeStateItem(it)
+			if err != nil {
+				return nil, fmt.Errorf("decode membership %s: %w", getS(it, "id"), err)
+			}
+			added, _ := ParseTime(st.AddedAt)
+			out = append(out, commands.GroupMember{Username: getS(it, "sk")[len(skMember):], MemberState: commands.MemberState{
+				UserID: st.UserID, GroupVersion: st.GroupVersion, MembershipRev: st.MembershipRev, AddedAt: added,
+			}})
+		}
+	}
+	return out[:min(len(out), limit)], nil
+}
+
+// AppendGroupRename writes a group rename in one TransactWriteItems (docs/storage.md,
+// "Group renames"): the group's config under the new key (conditioned on that key's
+// version) and its history record there; when the key changes, the old key's tombstone
+// (conditioned on the old version, so a join or any group command in between makes the
+// rename decide again), and every membership moved to the new key at the rename's
+// version, each conditioned on the old item still being that user's (a user rename or
+// delete in between makes it decide again), with the user's group pointer; the lookups
+// pointed at the new key.
+func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant, r commands.GroupRename) error {
+	table := s.table(t)
+	c := r.Change
+	now := s.now()
+	var (
+		items []types.TransactWriteItem
+		roles []role
+	)
+	add := func(ro role, it types.TransactWriteItem) { items = append(items, it); roles = append(roles, ro) }
+
+	config, err := s.configItem(c)
+	if err != nil {
+		return err
+	}
+	put := &types.Put{TableName: aws.String(table), Item: config}
+	switch {
+	case !r.Moves():
+		put.ConditionExpression = aws.String("version = :v AND deleted = :f AND attribute_not_exists(members_pending)")
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(c.ExpectedVersion), ":f": boolean(false)}
+	case c.ExpectedVersion == 0:
+		put.ConditionExpression = aws.String("attribute_not_exists(id)")
+	default:
+		put.ConditionExpression = aws.String("version = :v AND deleted = :t")
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(c.ExpectedVersion), ":t": boolean(true)}
+	}
+	add(roleVersion, types.TransactWriteItem{Put: put})
+
+	var ttl int64
+	if s.historyRetention > 0 {
+		ttl = c.Event.OccurredAt.Add(s.historyRetention).Unix()
+	}
+	record, err := EncodeRecord(c.Event, now, ttl)
+	if err != nil {
+		return err
+	}
+	add(roleVersion, types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(table), Item: record, ConditionExpression: aws.String("attribute_not_exists(sk)"),
+	}})
+
+	to := c.Event.Key
+	if r.Moves() {
+		tomb, err := GroupConfigItem(r.Tombstone, false, nil)
+		if err != nil {
+			return err
+		}
+		add(roleVersion, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(table), Item: tomb,
+			ConditionExpression:       aws.String("version = :v AND deleted = :f AND attribute_not_exists(members_pending)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(r.FromVersion), ":f": boolean(false)},
+		}})
+		for _, m := range r.Members {
+			add(roleVersion, types.TransactWriteItem{Delete: &types.Delete{
+				TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": str(GroupID(r.FromKey)), "sk": str(MemberSK(m.Username))},
+				ConditionExpression:       aws.String("user_id = :u"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(m.UserID)},
+			}})
+			// The moved membership takes the rename's version: it is of this incarnation
+			// of the new key, above any tombstone an earlier group of the name left.
+			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
+				Item: MemberItem(to, m.Username, m.UserID, m.MembershipRev, c.Event.Version, FormatTime(m.AddedAt))}})
+			add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
+				Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(r.FromKey))}}})
+			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+				"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(to)), "group_key": str(to), "added_at": str(FormatTime(m.AddedAt)),
+			}}})
+			// The user's membership revision moves too: a user rename or delete that read
+			// the user's group pointers before this moved one decides again.
+			add(roleNone, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(table),
+				Key:                       map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(SKMemberships)},
+				UpdateExpression:          aws.String("SET rev = if_not_exists(rev, :z) + :one"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":z": num(0), ":one": num(1)},
+			}})
+		}
+	}
+	for _, l := range c.PutLookups {
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
+	}
+	if c.Idempotency != nil {
+		rec := commands.IdempotencyRecord{
+			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
+			Kind: events.KindGroup, Key: to, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
+		}
+		if s.keepsAnswers(*c.Idempotency) {
+			if rec.Body, err = answerBody(c.Event.Payload); err != nil {
+				return err
+			}
+		}
+		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
+	}
+	if len(items) > maxTransactItems {
+		return fmt.Errorf("group rename to v%d has %d items, more than a transaction holds", c.Event.Version, len(items))
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return fmt.Errorf("append group rename v%d: %w", c.Event.Version, notFoundTenant(err))
+	}
+	return s.explain(ctx, c, tce, roles)
+}
