@@ -96,6 +96,17 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		return x.each(ctx, len(cs), func(ctx context.Context, i int) error {
 			return x.edge(ctx, table, p.Group.ID, cs[i].h, edgeAttr(e.Version), cs[i].op, at, e.Actor)
 		})
+	case *events.GroupRenamed:
+		// Every name the group held, each over its whole holding, from the state's former
+		// names: the same items whatever order the records come in (a replay's page
+		// applies them side by side), where ending "the latest holding" would miss a
+		// holding not indexed yet.
+		for _, f := range p.Group.FormerNames {
+			if err := x.held(ctx, table, groupName(f.Key), Millis(f.From), p.Group.ID, Millis(f.Until)); err != nil {
+				return err
+			}
+		}
+		return x.GroupRenamed(ctx, table, p.Group.ID, p.PreviousKey, p.Group.Key, p.Group.Name, at)
 	case *events.UserCreated:
 		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
 	case *events.UserRenamed:

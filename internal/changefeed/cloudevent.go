@@ -71,6 +71,8 @@ func FromEnvelope(system, tenant string, env events.Envelope) (Change, error) {
 		subject = ""
 	case *events.UserRenamed:
 		d.ID, d.State, requires = p.User.ID, p.User, p.PreviousVersion
+	case *events.GroupRenamed:
+		d.ID, d.State, requires = p.Group.ID, p.Group, p.PreviousVersion
 	case *events.GroupDeleted:
 		d.ID, d.State = p.PreviousID, p.Group
 	case *events.GroupMemberAdded:

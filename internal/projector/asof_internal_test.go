@@ -32,6 +32,7 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 		{commands.DeleteUser{Username: "cat"}},
 		{commands.DeleteGroup{Name: "G"}},
 		{commands.CreateGroup{Name: "G"}, commands.AddMember{Group: "G", Username: "ann"}},
+		{commands.RenameGroup{Name: "G", NewName: "H"}},
 	}
 	for i, s := range steps {
 		now = at(float64(i + 1))
@@ -42,22 +43,27 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 	}
 	r := asof.NewReader(f.db)
 	for _, c := range []struct {
-		at   float64
-		want []string // nil: no group G then
+		at    float64
+		group string
+		want  []string // nil: no group of the name then
 	}{
-		{0.5, nil},
-		{1.5, []string{}},
-		{2.5, []string{"ann"}},
-		{3.5, []string{"ben", "cat"}},
-		{4.5, []string{"bea", "cat"}},
-		{5.5, []string{"bea"}},
-		{6.5, nil},
-		{7.5, []string{"ann"}},
+		{0.5, "g", nil},
+		{1.5, "g", []string{}},
+		{2.5, "g", []string{"ann"}},
+		{3.5, "g", []string{"ben", "cat"}},
+		{4.5, "g", []string{"bea", "cat"}},
+		{5.5, "g", []string{"bea"}},
+		{6.5, "g", nil},
+		{7.5, "g", []string{"ann"}},
+		{7.5, "h", nil},
+		// The rename: the name g is free, the group (and its member) under h.
+		{8.5, "g", nil},
+		{8.5, "h", []string{"ann"}},
 	} {
-		page, err := r.Members(ctx, f.next.Users, "g", asof.Millis(at(c.at)), 50, "")
+		page, err := r.Members(ctx, f.next.Users, c.group, asof.Millis(at(c.at)), 50, "")
 		if c.want == nil {
 			if !errors.Is(err, asof.ErrNotFound) {
-				t.Errorf("G at +%vs: %+v, %v; want not found", c.at, page, err)
+				t.Errorf("%s at +%vs: %+v, %v; want not found", c.group, c.at, page, err)
 			}
 			continue
 		}
@@ -67,7 +73,7 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 		}
 		slices.Sort(got)
 		if err != nil || !slices.Equal(got, c.want) || page.Next != nil {
-			t.Errorf("G at +%vs: %v (next %v), %v; want %v", c.at, got, page.Next, err, c.want)
+			t.Errorf("%s at +%vs: %v (next %v), %v; want %v", c.group, c.at, got, page.Next, err, c.want)
 		}
 	}
 }

@@ -46,8 +46,16 @@ func (h *Handler) appendChange(ctx context.Context, rec streams.Record, env even
 			zap.String("event_type", string(env.Type)), zap.Error(err))
 		return nil
 	}
-	if r, ok := env.Payload.(*events.UserRenamed); ok && c.Requires > 0 {
-		if c.RequiresAt, err = h.recordedAt(ctx, rec, r.PreviousUsername, r.PreviousVersion); err != nil {
+	if c.Requires > 0 {
+		// A rename's previous change is recorded under the old name (another partition,
+		// maybe another shard): the feed waits for it.
+		switch r := env.Payload.(type) {
+		case *events.UserRenamed:
+			c.RequiresAt, err = h.recordedAt(ctx, rec, events.KindUser, r.PreviousUsername, r.PreviousVersion)
+		case *events.GroupRenamed:
+			c.RequiresAt, err = h.recordedAt(ctx, rec, events.KindGroup, r.PreviousKey, r.PreviousVersion)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -57,9 +65,9 @@ func (h *Handler) appendChange(ctx context.Context, rec streams.Record, env even
 	return nil
 }
 
-// recordedAt is when a user's history record was recorded; zero when it is not in the
-// command log any more.
-func (h *Handler) recordedAt(ctx context.Context, rec streams.Record, username string, version int64) (time.Time, error) {
+// recordedAt is when an aggregate's history record was recorded; zero when it is not in
+// the command log any more.
+func (h *Handler) recordedAt(ctx context.Context, rec streams.Record, kind events.AggregateKind, key string, version int64) (time.Time, error) {
 	row, err := h.tenants.Get(ctx, rec.System, rec.Tenant)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("tenant %s/%s: %w", rec.System, rec.Tenant, err)
@@ -67,7 +75,7 @@ func (h *Handler) recordedAt(ctx context.Context, rec streams.Record, username s
 	out, err := h.feed.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(row.CommandsTable), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{
-			"id": &types.AttributeValueMemberS{Value: dynamo.AggregateID(events.KindUser, username)},
+			"id": &types.AttributeValueMemberS{Value: dynamo.AggregateID(kind, key)},
 			"sk": &types.AttributeValueMemberS{Value: dynamo.HistorySK(version)},
 		},
 		ProjectionExpression: aws.String("recorded_at_ms"),

@@ -134,7 +134,8 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 
 	done := make(chan int64)
 	go func() { done <- workload(t, base, 600, 37) }()
-	// Renames too: the person's next change is recorded under another partition.
+	// Renames too (users' and groups'): the aggregate's next change is recorded under
+	// another partition.
 	renamed := make(chan int)
 	go func() {
 		n := 0
@@ -146,6 +147,11 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 			case <-time.After(150 * time.Millisecond):
 			}
 			r := call(t, "POST", fmt.Sprintf("%s/users/u%d/rename", base, (i*37)%120), map[string]any{"username": fmt.Sprintf("r%d", i)})
+			if i%2 == 1 {
+				// A group's too: its next change is recorded under its new name.
+				r = call(t, "POST", fmt.Sprintf("%s/groups/%s/rename", base, escape(fmt.Sprintf("Group %d", (i*5)%12))),
+					map[string]any{"name": fmt.Sprintf("Renamed %d", i)})
+			}
 			switch {
 			case r.status >= 500:
 				t.Errorf("rename answered %d: %s", r.status, r.body)
