@@ -94,7 +94,7 @@ func typed(name string, subs ...attr) attr {
 
 func schemaDefs() []map[string]any {
 	user := []attr{
-		{name: "userName", typ: "string", required: true, uniqueness: "server"},
+		{name: "userName", typ: "string", required: true, uniqueness: "server"}, // a change renames the user
 		{name: "name", typ: "complex", sub: []attr{str0("formatted"), str0("familyName"), str0("givenName"), str0("middleName"),
 			str0("honorificPrefix"), str0("honorificSuffix")}},
 		str0("displayName"), str0("nickName"), {name: "profileUrl", typ: "reference"}, str0("title"), str0("userType"),
@@ -121,9 +121,6 @@ func schemaDefs() []map[string]any {
 		}
 		return map[string]any{"schemas": []string{URNSchema}, "id": id, "name": name, "description": desc, "attributes": as}
 	}
-	// userName is declared immutable; a group's displayName is readWrite (a change
-	// renames the group).
-	user[0].mutability = "immutable"
 	return []map[string]any{
 		def(URNUser, "User", "User Account", user),
 		def(URNEnterpriseUser, "EnterpriseUser", "Enterprise User", enterprise),

@@ -411,6 +411,25 @@ func TestDiscoveryAndMethods(t *testing.T) {
 	s.scim("POST", "/Users/some-id", `{}`).wantError(t, 405, "")
 	s.scim("GET", "/Nope", "").wantError(t, 404, "")
 	s.scim("GET", "/Schemas/urn:nope", "").wantError(t, 404, "")
+
+	// A new userName renames the user and a new displayName the group: both are
+	// writable, as a provider reading the schema must learn.
+	for uri, name := range map[string]string{scim.URNUser: "userName", scim.URNGroup: "displayName"} {
+		attrs, _ := s.scim("GET", "/Schemas/"+uri, "").obj(t)["attributes"].([]any)
+		found := false
+		for _, a := range attrs {
+			a, _ := a.(map[string]any)
+			if a["name"] == name {
+				found = true
+				if a["mutability"] != "readWrite" {
+					t.Errorf("%s %s: mutability %v, want readWrite (a change renames)", uri, name, a["mutability"])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s has no %s", uri, name)
+		}
+	}
 }
 
 func TestMediaTypes(t *testing.T) {
