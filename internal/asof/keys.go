@@ -32,9 +32,12 @@ const Depth = 42
 // Open is the end of an interval that has not ended.
 const Open = int64(1) << Depth
 
+// KeyPrefix begins the partition key of every item of the index.
+const KeyPrefix = "asof#"
+
 // MetaID / CoverageSK: the item that says from when the index is complete.
 const (
-	MetaID     = "asof#meta"
+	MetaID     = KeyPrefix + "meta"
 	CoverageSK = "coverage"
 )
 

@@ -217,6 +217,9 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 		if err := x.eraseFormerNames(ctx, row, subj, found); err != nil {
 			return nil, err
 		}
+		if err := x.eraseChangeFeed(ctx, row, subj); err != nil {
+			return nil, err
+		}
 		next := phaseIdempotency
 		if !shared {
 			next = phasePartition

@@ -150,6 +150,13 @@ func (s *canaryScanner) scanStage(t *testing.T, db *dynamodb.Client, prefix stri
 	for _, table := range tablesOf(t, db, prefix) {
 		for _, it := range scan(t, db, table) {
 			for _, what := range s.item(it) {
+				if what == "user_id" && strings.HasSuffix(table, "_events") &&
+					(strings.Contains(dynamo.StringAttr(it, "event"), `"type":"io.ssodir.user.erased"`) || dynamo.StringAttr(it, "sk") == "last") {
+					// The change feed's user.erased tells downstream systems which id to
+					// erase (API.md: ids are not among the values an erasure removes), and
+					// its guard keeps it once.
+					continue
+				}
 				b, _ := json.Marshal(plainItem(it))
 				out = append(out, fmt.Sprintf("%s: %s in %.300s", table, what, b))
 			}

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
@@ -307,6 +308,14 @@ func snapshot(t *testing.T, db *dynamodb.Client, table string, drop ...string) [
 	t.Helper()
 	var out []string
 	for _, it := range scan(t, db, table) {
+		if strings.HasPrefix(dynamo.StringAttr(it, "id"), asof.KeyPrefix) {
+			// The as-of index (internal/asof) is left out: its coverage mark is a fact of
+			// provisioning or replay, and where an interval is stored depends on when it
+			// was written (an open interval, then closed), so its items are not what a
+			// build from the log makes; its answers are checked against the log by
+			// internal/asof's tests.
+			continue
+		}
 		m := map[string]any{}
 		for k, v := range it {
 			if k == "updated_at" || contains(drop, k) {

@@ -314,18 +314,21 @@ func TestEntraProvisioningFlow(t *testing.T) {
 		t.Errorf("the user in the query API: %v", u)
 	}
 	eventually(t, 30*time.Second, "the views", func() (bool, string) {
-		members := groupMembers(t, queryBase, "Sales Team")
+		// Entra's displayName change renamed the group: its members followed, the old
+		// name finds nothing.
+		members := groupMembers(t, queryBase, "Sales Team EMEA")
+		old := call(t, "GET", queryBase+"/groups/Sales%20Team", nil)
 		gone := call(t, "GET", queryBase+"/users/manager_9c3d@contoso.com", nil)
 		temp := call(t, "GET", queryBase+"/groups/Temp", nil)
-		return slices.Equal(members, []string{user}) && gone.status == 404 && temp.status == 404,
-			fmt.Sprintf("Sales Team %v, manager %d, Temp %d", members, gone.status, temp.status)
+		return slices.Equal(members, []string{user}) && old.status == 404 && gone.status == 404 && temp.status == 404,
+			fmt.Sprintf("Sales Team EMEA %v, Sales Team %d, manager %d, Temp %d", members, old.status, gone.status, temp.status)
 	})
 	wantActivity(t, queryBase, "user:"+user, tokenID,
 		"user.created", "user.updated", "user.deactivated", "user.updated", "user.activated", "user.updated", "user.renamed",
 		"group.member_added group:sales team")
 	eventually(t, 60*time.Second, "the realm to reflect Entra's provisioning", func() (bool, string) {
 		a, ag, ok := realmUser(kc, user)
-		if !ok || !a.Enabled || a.FirstName != "Ann" || !slices.Equal(ag, []string{"Sales Team"}) ||
+		if !ok || !a.Enabled || a.FirstName != "Ann" || !slices.Equal(ag, []string{"Sales Team EMEA"}) ||
 			!slices.Equal(a.Attributes["scim.enterprise.department"], []string{"Engineering"}) {
 			return false, fmt.Sprintf("user: %+v in %v", a, ag)
 		}

@@ -1,0 +1,30 @@
+package erasure
+
+import (
+	"context"
+	"slices"
+
+	"github.com/ssodir/ssodir/internal/changefeed"
+	"github.com/ssodir/ssodir/internal/dynamo"
+)
+
+// eraseChangeFeed takes the person out of the tenant's change feed (the stage's shared
+// `{p}_events`, docs/events.md): their own changes deleted, their membership in others'
+// rewritten to an erased member (changefeed.Erase). A stage without the feed table has
+// nothing to erase there.
+func (x *Eraser) eraseChangeFeed(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
+	ids := make([]string, 0, len(subj.IDs))
+	for id := range subj.IDs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	names := []string{subj.Username}
+	for _, f := range subj.Former {
+		names = append(names, f.Username)
+	}
+	err := changefeed.Erase(ctx, x.db, changefeed.TableName(x.names), row.SystemID, row.TenantID, ids, names)
+	if missing(err) {
+		return nil
+	}
+	return err
+}
