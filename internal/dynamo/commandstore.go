@@ -320,19 +320,11 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: lookupKey(l.Kind, l.By, l.Value, l.ID)}})
 	}
 	if c.Idempotency != nil {
-		rec := commands.IdempotencyRecord{
-			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
-			Kind: c.Event.Kind, Key: c.Event.Key, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
+		put, err := s.idempotencyWrite(c, now)
+		if err != nil {
+			return err
 		}
-		if c.Erasure != nil {
-			// The record of an erase request names the erasure, never the person.
-			rec.Kind, rec.Key = events.KindErasure, c.Erasure.ID
-		} else if s.keepsAnswers(*c.Idempotency) {
-			if rec.Body, err = answerBody(c.Event.Payload); err != nil {
-				return err
-			}
-		}
-		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
+		add(roleIdempotency, types.TransactWriteItem{Put: put})
 	}
 	if c.Erasure != nil {
 		put, err := ErasureLedgerPut(s.names.Erasures(), t.System, t.ID, *c.Erasure)
@@ -529,4 +521,24 @@ func (s *CommandStore) GroupMembersUpTo(ctx context.Context, t commands.Tenant, 
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 		in.Limit = aws.Int32(int32(n + 1 - len(ms)))
 	}
+}
+
+// idempotencyWrite is the Put of the Idempotency-Key record a change (c.Idempotency set)
+// writes in its transaction: the aggregate and version it made, and its answer when kept.
+func (s *CommandStore) idempotencyWrite(c commands.Change, now time.Time) (*types.Put, error) {
+	rec := commands.IdempotencyRecord{
+		RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
+		Kind: c.Event.Kind, Key: c.Event.Key, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
+	}
+	if c.Erasure != nil {
+		// The record of an erase request names the erasure, never the person.
+		rec.Kind, rec.Key = events.KindErasure, c.Erasure.ID
+	} else if s.keepsAnswers(*c.Idempotency) {
+		body, err := answerBody(c.Event.Payload)
+		if err != nil {
+			return nil, err
+		}
+		rec.Body = body
+	}
+	return s.idempotencyPut(c.Idempotency.Key, rec), nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/commands"
-	"github.com/ssodir/ssodir/internal/events"
 )
 
 // MemberStates reads the membership items of username in the groups, strongly
@@ -136,16 +135,11 @@ func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r co
 		}}})
 	}
 	if c.Idempotency != nil {
-		rec := commands.IdempotencyRecord{
-			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
-			Kind: events.KindUser, Key: to, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
+		put, err := s.idempotencyWrite(c, now)
+		if err != nil {
+			return err
 		}
-		if s.keepsAnswers(*c.Idempotency) {
-			if rec.Body, err = answerBody(c.Event.Payload); err != nil {
-				return err
-			}
-		}
-		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
+		add(roleIdempotency, types.TransactWriteItem{Put: put})
 	}
 	if len(items) > maxTransactItems {
 		return fmt.Errorf("rename to v%d has %d items, more than a transaction holds", c.Event.Version, len(items))

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/commands"
-	"github.com/ssodir/ssodir/internal/events"
 )
 
 // GroupMemberStates reads the membership items of a group, strongly consistently, in
@@ -130,16 +129,11 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
 	}
 	if c.Idempotency != nil {
-		rec := commands.IdempotencyRecord{
-			RequestHash: c.Idempotency.Request.Stored, Status: c.Idempotency.Status, Location: c.Idempotency.Location,
-			Kind: events.KindGroup, Key: to, Version: c.Event.Version, CommandID: c.Event.CommandID, CreatedAt: now,
+		put, err := s.idempotencyWrite(c, now)
+		if err != nil {
+			return err
 		}
-		if s.keepsAnswers(*c.Idempotency) {
-			if rec.Body, err = answerBody(c.Event.Payload); err != nil {
-				return err
-			}
-		}
-		add(roleIdempotency, types.TransactWriteItem{Put: s.idempotencyPut(c.Idempotency.Key, rec)})
+		add(roleIdempotency, types.TransactWriteItem{Put: put})
 	}
 	if len(items) > maxTransactItems {
 		return fmt.Errorf("group rename to v%d has %d items, more than a transaction holds", c.Event.Version, len(items))
