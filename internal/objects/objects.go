@@ -54,8 +54,10 @@ type Keycloak struct {
 	Realm    string `json:"realm"`
 	ClientID string `json:"client_id"`
 	OnDelete string `json:"on_delete"`
-	// UsernameChanges is in PUT /keycloak's answer only: whether the realm lets usernames
-	// change (allowed, refused — "Edit username" is off — or unknown).
+	// UsernameChanges is whether the realm lets usernames change (allowed, refused — "Edit
+	// username" is off — or unknown): PUT /keycloak asks the realm; the query API's GET of
+	// the tenant says what keycloak-sync's last reconcile found (unknown before one).
+	// Tenant lists leave it out.
 	UsernameChanges string `json:"username_changes,omitempty"`
 }
 

@@ -66,8 +66,9 @@ type Service struct {
 	cursors cursors
 	minWait time.Duration
 	watches *watches
-	// erasures is the erasure ledger's table.
-	erasures string
+	// erasures is the erasure ledger's table; syncStatus keycloak-sync's status table.
+	erasures   string
+	syncStatus string
 	// feed reads the change feed; eventWaiters holds a slot per GET /events waiting.
 	feed         *changefeed.Reader
 	eventWaiters chan struct{}
@@ -88,6 +89,7 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 	}
 	s := &Service{
 		erasures:     names.Erasures(),
+		syncStatus:   names.KeycloakSyncStatus(),
 		db:           db,
 		tenants:      newTenantCache(db, names, opts.TenantTTL),
 		cursors:      cursors{key: append([]byte(nil), cursorKey...)},
@@ -194,7 +196,8 @@ func (s *Service) Collectors() []prometheus.Collector {
 	}
 }
 
-// Tenant is a tenant's public settings.
+// Tenant is a tenant's public settings, with whether its realm lets usernames change
+// (keycloak.username_changes) as keycloak-sync last found it.
 func (s *Service) Tenant(ctx context.Context, system, tenant string) (objects.Tenant, error) {
 	if !identity.ValidID(system) || !identity.ValidID(tenant) {
 		return objects.Tenant{}, apperr.NotFound("tenant")
@@ -203,7 +206,13 @@ func (s *Service) Tenant(ctx context.Context, system, tenant string) (objects.Te
 	if err != nil {
 		return objects.Tenant{}, err
 	}
-	return tenantView(row), nil
+	t := tenantView(row)
+	if t.Keycloak != nil {
+		if t.Keycloak.UsernameChanges, err = s.usernameChanges(ctx, system, tenant); err != nil {
+			return objects.Tenant{}, err
+		}
+	}
+	return t, nil
 }
 
 // User is one user. With minVersion > 0 it waits until the view has reached that version.
