@@ -48,6 +48,8 @@ func TestEveryActionOnAUserNamedLikeAnEmail(t *testing.T) {
 	}
 	b := newBrowser(t)
 	a := b.ctx
+	// row is the user's row in the list, as a JavaScript expression.
+	row := `document.querySelector('#users tbody tr:has(input[data-username="` + name + `"])')`
 
 	b.run(a, "a search finds the user, and the link opens their page",
 		chromedp.Navigate(consoleURL(t, in)), rows(2), typeText("#search", "ann.o.smith"), rows(1),
@@ -81,14 +83,16 @@ func TestEveryActionOnAUserNamedLikeAnEmail(t *testing.T) {
 
 	b.run(a, "bulk deactivate, activate and add to a group",
 		goHash("#/t/demo/acme/users"), rows(2), checkUser(name), waitText("#bulk-count", "1 selected"),
-		click("#bulk-deactivate"), waitText("#bulk-summary", "1 deactivated"), waitText("#bulk-count", "None selected"))
+		click("#bulk-deactivate"), waitText("#bulk-summary", "1 deactivated"), waitText("#bulk-count", "None selected"),
+		poll(row+`.innerText.includes("Inactive")`))
 	if u := get(name, "6"); u.IsActive {
 		t.Fatalf("after the bulk deactivate: %+v, want inactive", u)
 	}
 	b.run(a, "bulk activate",
-		rows(2), checkUser(name), click("#bulk-activate"), waitText("#bulk-summary", "1 activated"))
+		checkUser(name), waitText("#bulk-count", "1 selected"), click("#bulk-activate"), waitText("#bulk-summary", "1 activated"),
+		waitText("#bulk-count", "None selected"), poll(`!`+row+`.innerText.includes("Inactive")`))
 	b.run(a, "bulk add to a group",
-		rows(2), checkUser(name), setValue("#bulk-group", "On Call"), click("#bulk-add"),
+		checkUser(name), waitText("#bulk-count", "1 selected"), setValue("#bulk-group", "On Call"), click("#bulk-add"),
 		waitText("#bulk-summary", "1 added to On Call"))
 	if u := get(name, "7"); !u.IsActive {
 		t.Fatalf("after the bulk activate: %+v, want active", u)
