@@ -165,7 +165,9 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		tenants.WithMappings(process.NewMappings(clients.AWS, cfg.Lambda, log))
 	}
 	gate := commands.NewTenantGate(tenants)
-	scimTokens := dynamo.NewScimTokenStore(clients.DB, names)
+	// The SCIM port reads a token's row once a minute per process, not on every request;
+	// a revocation through this process forgets it here at once (auth.ScimTokenCache).
+	scimTokens := auth.NewScimTokenCache(dynamo.NewScimTokenStore(clients.DB, names), 0, time.Now)
 	commandapi.Register(e, commandapi.Deps{
 		Auth:         authn,
 		Store:        store,

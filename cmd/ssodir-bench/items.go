@@ -102,7 +102,7 @@ func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Valu
 
 // createTransaction is what the command store writes for a create (without an
 // Idempotency-Key, as the bench sends none): the config conditioned on absence, the
-// history record, the email guard and the lookups.
+// history record, the email guard, the lookups and the count of live users.
 func createTransaction(table string, u events.User) *dynamodb.TransactWriteItemsInput {
 	items := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String(table), Item: userConfig(u), ConditionExpression: aws.String("attribute_not_exists(id)")}},
@@ -115,6 +115,8 @@ func createTransaction(table string, u events.User) *dynamodb.TransactWriteItems
 	for _, l := range commands.UserLookups(u) {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: dynamo.LookupItem(l)}})
 	}
+	// And the count of live users, which SCIM's totalResults reads.
+	items = append(items, dynamo.LiveCountItems(table, commands.UserLookups(u), nil)...)
 	return &dynamodb.TransactWriteItemsInput{TransactItems: items}
 }
 

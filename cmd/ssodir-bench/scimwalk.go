@@ -9,6 +9,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/events"
 )
 
 // scimWalkPage is the count of the walk's pages: the 100, less at a scale too
@@ -18,8 +19,8 @@ func scimWalkPage(n int) int { return max(1, min(100, n/4)) }
 // benchSCIMWalk measures what a provider's full GET /Users walk costs: the tenant's users
 // (scimUsers of the scale, seeded straight into the command table with every item a create
 // writes) walked by cursor, scimWalkPage at a time, through a meter that counts the items
-// DynamoDB returns to the command API. A page should read what it returns (its id lookups,
-// its users and the token's row), the last no more than the first.
+// DynamoDB returns to the command API. A page should read what it returns (its id lookups
+// and its users; the token's row is kept a minute), the last no more than the first.
 func benchSCIMWalk(ctx context.Context, b *bench, sc scale) (*result, error) {
 	n := scimUsers[sc.Name]
 	per := scimWalkPage(n)
@@ -49,6 +50,9 @@ func benchSCIMWalk(ctx context.Context, b *bench, sc scale) (*result, error) {
 			items = append(items, dynamo.LookupItem(l))
 		}
 	}
+	// The seeded lookups are counted as the base of the count of live users, as a tenant
+	// that counted them once has it.
+	items = append(items, dynamo.LiveBaseItem(events.KindUser, n))
 	if err := batchWrite(ctx, e.db, e.commandsTable(), updateConcurrency, items); err != nil {
 		return nil, fmt.Errorf("seed the walk's users: %w", err)
 	}
@@ -67,8 +71,8 @@ func benchSCIMWalk(ctx context.Context, b *bench, sc scale) (*result, error) {
 		BaselineWhat: "the items it reads for the first page of the same walk",
 		Target:       &target{Of: "ratios", Key: "items", Max: ptrTo(1.2)},
 		Notes: []string{"items are those DynamoDB returned to the command API (GetItem, Query, BatchGetItem), counted by a proxy; a COUNT Query's counted items count as read",
-			"index_* are the same walk by startIndex (Okta's paging): its first page also counts the users (a COUNT Query over the id lookups), its later pages read their page",
-			"walk_items_per_user is the whole walk's items over the users (the issue's target: at most 2): one id lookup and one user each, and per request the SCIM token's row"},
+			"index_* are the same walk by startIndex (Okta's paging): its first page also reads the tenant's count of live users (its base item, seeded with the users, and the shards creates keep), its later pages read their page",
+			"walk_items_per_user is the whole walk's items over the users (the issue's target: at most 2): one id lookup and one user each, and the SCIM token's row once per command API process and minute"},
 	}
 	for range sc.Reps {
 		var pages []int

@@ -98,6 +98,8 @@ func (s *CommandStore) backfillOne(ctx context.Context, t commands.Tenant, kind 
 		for _, l := range ls {
 			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
 		}
+		// The lookups are counted as a create's are.
+		items = append(items, liveCountItems(table, ls, nil)...)
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tce *types.TransactionCanceledException
 		if err == nil {

@@ -25,9 +25,9 @@ const maxTransactItems = 100
 // fixedItems is the most items a change writes besides its membership removals: config,
 // history, email guard claimed and released, membership revision check, idempotency
 // record, two lookup pointers (an update replaces the external id's: one written, one
-// removed; a delete removes the id's and the external id's), and a delete's count of user
-// deletes and an erasure's ledger entry.
-const fixedItems = 9
+// removed; a delete removes the id's and the external id's), a delete's count of user
+// deletes, the count of live users or groups (livecount.go) and an erasure's ledger entry.
+const fixedItems = 10
 
 // idempotencyWindow is how long an Idempotency-Key is remembered (API.md: 24 h).
 const idempotencyWindow = 24 * time.Hour
@@ -318,6 +318,9 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	}
 	for _, l := range c.DeleteLookups {
 		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: lookupKey(l.Kind, l.By, l.Value, l.ID)}})
+	}
+	for _, u := range liveCountItems(table, c.PutLookups, c.DeleteLookups) {
+		add(roleNone, u)
 	}
 	if c.Idempotency != nil {
 		put, err := s.idempotencyWrite(c, now)

@@ -79,6 +79,10 @@ func TestIfNoneMatch(t *testing.T) {
 	}
 	s.scim("GET", "/Users/"+id, "", "If-None-Match", `W/"7", "1"`).want(t, 304)
 	s.scim("GET", "/Users/"+id, "", "If-None-Match", `W/"2"`).want(t, 200)
+	g := s.scim("POST", "/Groups", `{"displayName":"Tagged"}`).want(t, 201)
+	gid := g.obj(t)["id"].(string)
+	s.scim("GET", "/Groups/"+gid, "", "If-None-Match", g.header.Get("ETag")).want(t, 304)
+	s.scim("GET", "/Groups/"+gid, "", "If-None-Match", `W/"9"`).want(t, 200)
 	sp := s.scim("GET", "/ServiceProviderConfig", "").want(t, 200).obj(t)
 	if sp["etag"].(map[string]any)["supported"] != true {
 		t.Errorf("etag %v", sp["etag"])

@@ -12,12 +12,16 @@ import (
 // like a cursor page: the page's id lookups are read from the previous page's last id on
 // (ExclusiveStartKey), in the order of the ids, which never change, so a user created or
 // deleted during a walk shifts nothing that the walk has not reached. startIndex is mapped
-// onto that id by a bookmark each page leaves for the next (startIndex+count), kept in the
-// process's memory for bookmarkTTL with the walk's totalResults. The total is counted once
-// per walk, on its first page (a COUNT Query over the id lookups: no items, a read unit per
-// 4 KB of them), and carried by the bookmarks, so a walk's later pages report the total
-// of its start. A page whose bookmark this process does not hold (another instance's walk,
-// a jump) reads the id lookups before it, and counts again.
+// onto that id by a bookmark each page leaves for the next (startIndex+count), with the
+// walk's totalResults: kept in the process's memory and in DynamoDB (the store's page marks,
+// one small write per page) for bookmarkTTL, so that a process without it in memory (another
+// Lambda instance) reads one item instead of the walk so far. The total is read once per
+// walk, on its first page, from the tenant's count of live users or groups (one
+// BatchGetItem of a few small items, whatever the tenant's size), and carried by the
+// bookmarks, so a walk's later pages report the total of its start. A tenant whose count
+// has no base yet (one that had users before the count existed) counts its id lookups once
+// (a COUNT Query), which writes the base. A page no bookmark leads to (a jump, or a mark
+// past its TTL) reads the id lookups before it.
 
 // bookmarkTTL is how long a page's bookmark waits for the next page.
 const bookmarkTTL = 15 * time.Minute
@@ -81,7 +85,15 @@ func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) (
 	now := s.now()
 	after, total := "", -1
 	if q.startIndex > 1 {
-		if m, ok := s.marks.get(bookmarkKey{q.scope, kind, q.startIndex}, now); ok {
+		m, ok := s.marks.get(bookmarkKey{q.scope, kind, q.startIndex}, now)
+		if !ok {
+			var err error
+			m.after, m.total, ok, err = s.store.PageMark(cl.ctx, cl.tenant, kind, q.startIndex)
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		if ok {
 			after, total = m.after, m.total
 		} else {
 			before, more, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, "", q.startIndex-1)
@@ -100,7 +112,10 @@ func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) (
 		}
 	}
 	if total < 0 {
-		n, err := s.store.CountIDs(cl.ctx, cl.tenant, kind)
+		n, known, err := s.store.LiveCount(cl.ctx, cl.tenant, kind)
+		if err == nil && !known {
+			n, err = s.store.CountLive(cl.ctx, cl.tenant, kind)
+		}
 		if err != nil {
 			return nil, 0, err
 		}
@@ -114,8 +129,11 @@ func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) (
 		return nil, 0, err
 	}
 	if more && len(ls) > 0 {
-		s.marks.put(bookmarkKey{q.scope, kind, q.startIndex + len(ls)},
-			bookmark{after: ls[len(ls)-1].ID, total: total, until: now.Add(bookmarkTTL)}, now)
+		next, m := q.startIndex+len(ls), bookmark{after: ls[len(ls)-1].ID, total: total, until: now.Add(bookmarkTTL)}
+		s.marks.put(bookmarkKey{q.scope, kind, next}, m, now)
+		// A mark not written costs the walk's next page, if another process serves it,
+		// the read of the lookups before it: not a reason to fail this page.
+		_ = s.store.PutPageMark(cl.ctx, cl.tenant, kind, next, m.after, m.total, m.until)
 	}
 	return ls, total, nil
 }

@@ -45,8 +45,11 @@ type service struct {
 	store *dynamo.CommandStore
 	names dynamo.Names
 	// db counts the service's DynamoDB calls.
-	db  *dbCount
-	iss *authtest.Issuer
+	db *dbCount
+	// dynamo is the service's DynamoDB client; other is the URL of a second process.
+	dynamo *dynamodb.Client
+	other  string
+	iss    *authtest.Issuer
 }
 
 func newService(t *testing.T) *service {
@@ -84,7 +87,7 @@ func newServiceWith(t *testing.T, limits scim.Limits) *service {
 	}
 	store := dynamo.NewCommandStore(db, names, events.NewRegistry(), 0)
 	tenants := dynamo.NewTenantStore(db, names)
-	tokens := dynamo.NewScimTokenStore(db, names)
+	tokens := auth.NewScimTokenCache(dynamo.NewScimTokenStore(db, names), 0, time.Now)
 	gate := commands.NewTenantGate(tenants)
 	e := httpapi.NewEcho(httpapi.Options{Log: zap.NewNop(), Service: "scim-test"})
 	commandapi.Register(e, commandapi.Deps{Auth: authn, Store: store, Tenants: tenants, TenantGate: gate, Secrets: box,
@@ -93,7 +96,13 @@ func newServiceWith(t *testing.T, limits scim.Limits) *service {
 		Store: store, Secrets: box, Gate: gate, Clock: time.Now, Limits: limits})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss, db: count}
+	// Another process of the same service: its own SCIM port (and memory), the same tables.
+	e2 := httpapi.NewEcho(httpapi.Options{Log: zap.NewNop(), Service: "scim-test-2"})
+	scim.Register(e2, scim.Deps{Auth: authn, ScimTokens: auth.ScimTokens{Hasher: hasher, Store: dynamo.NewScimTokenStore(db, names), Now: time.Now},
+		Store: store, Secrets: box, Gate: gate, Clock: time.Now, Limits: limits})
+	srv2 := httptest.NewServer(e2)
+	t.Cleanup(srv2.Close)
+	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss, db: count, dynamo: db, other: srv2.URL}
 	tenant := dynamotest.UniqueName("t")
 	r := s.do(adminToken, "POST", srv.URL+"/v1/systems/acme/tenants", `{"tenant_id":"`+tenant+`"}`, "Content-Type", "application/json")
 	r.want(t, 201)

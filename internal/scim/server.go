@@ -38,7 +38,13 @@ type Store interface {
 	LoadUsers(ctx context.Context, t commands.Tenant, usernames []string) (map[string]commands.UserAggregate, error)
 	LoadGroups(ctx context.Context, t commands.Tenant, keys []string) (map[string]commands.GroupAggregate, error)
 	GroupMembersUpTo(ctx context.Context, t commands.Tenant, key string, n int) ([]commands.Membership, bool, error)
-	CountIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (int, error)
+	// LiveCount is the count of live users (or groups), when the tenant's count is known;
+	// CountLive counts them by their lookups, and makes the count known.
+	LiveCount(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (n int, known bool, err error)
+	CountLive(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (int, error)
+	// PutPageMark and PageMark keep index walks' bookmarks for other processes.
+	PutPageMark(ctx context.Context, t commands.Tenant, kind events.AggregateKind, index int, after string, total int, until time.Time) error
+	PageMark(ctx context.Context, t commands.Tenant, kind events.AggregateKind, index int) (after string, total int, ok bool, err error)
 }
 
 // Deps are what the SCIM port needs. Every field but Log is required.
