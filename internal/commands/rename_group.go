@@ -118,6 +118,12 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		if len(members) > MaxRenameGroupMembers {
 			return tooManyToRename()
 		}
+		var counts DeleteCounts
+		if newKey != old.Key && len(members) > 0 {
+			if members, counts, err = h.liveMembers(ctx, t, members); err != nil {
+				return err
+			}
+		}
 		now := h.deps.now()
 		next := old
 		next.Key, next.Name = newKey, cmd.NewName
@@ -152,6 +158,7 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 				Event:           h.deps.envelope(m, events.KindGroup, next.Key, next.Version, now, changes, payload),
 				ExpectedVersion: target.State.Version,
 				Group:           group,
+				DeleteCounts:    counts,
 				PutLookups:      put,
 				Idempotency:     m.Idempotency,
 				Actor:           m.Actor,
@@ -177,6 +184,34 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		}
 	}
 	return result, nil
+}
+
+// liveMembers are the members whose users still live as the same person, and the counts
+// of user deletes that cover them, read before the users: the rename's transaction
+// conditions on them, so that a member deleted or erased before it commits makes it
+// decide again, and its record never names a person an erasure already swept
+// (docs/erasure.md, "No late writer"). A membership item of a deleted user is left to that
+// delete's clean-up, which finds it by the user's pointer to the old key.
+func (h RenameGroupHandler) liveMembers(ctx context.Context, t Tenant, members []GroupMember) ([]GroupMember, DeleteCounts, error) {
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = m.Username
+	}
+	counts, err := h.deps.Store.UserDeleteCounts(ctx, t, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	users, err := h.deps.Store.LoadUsers(ctx, t, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := members[:0:0]
+	for _, m := range members {
+		if u := users[m.Username]; u.Live() && u.State.ID == m.UserID {
+			live = append(live, m)
+		}
+	}
+	return live, counts, nil
 }
 
 // tooManyToRename is the 400 of a group whose members one rename's record cannot list.

@@ -226,3 +226,31 @@ func TestRenameGroupAfterAMemberRenamed(t *testing.T) {
 		t.Errorf("the rename's record lists %v, want ann.x and bob", listed)
 	}
 }
+
+// TestRenameGroupAfterAMemberDeleted: a member deleted after a group rename read the
+// members (and before it committed) makes the rename decide again (the count of user
+// deletes moved): its record does not name the deleted person, and nothing of theirs is
+// moved.
+func TestRenameGroupAfterAMemberDeleted(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.given(append(users("ann", "bob"), createGroup("ops"), addMember("ops", "ann"), addMember("ops", "bob"))...)
+	d := commands.Deps{Store: &renamingStore{Store: w.real, hook: func() {
+		w.given(commands.DeleteUser{Username: "bob"})
+	}}, Now: time.Now, NewID: uuid.NewString}
+	meta := commands.Meta{Actor: actor, CommandID: uuid.NewString(), CorrelationID: "c"}
+	g, err := commands.NewRenameGroupHandler(d).Handle(t.Context(), w.tenant, commands.RenameGroup{Name: "ops", NewName: "sre"}, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := w.record(events.KindGroup, "sre", g.Version).Payload.(*events.GroupRenamed)
+	if len(p.Members) != 1 || p.Members[0].Username != "ann" {
+		t.Errorf("the rename's record lists %+v, want only ann", p.Members)
+	}
+	if got := membersOf(t, w, "sre"); !slices.Equal(got, []string{"ann"}) {
+		t.Errorf("members of sre: %v, want ann", got)
+	}
+	if got := membersOf(t, w, "ops"); len(got) != 0 {
+		t.Errorf("members left under ops: %v", got)
+	}
+}

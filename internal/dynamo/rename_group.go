@@ -50,7 +50,9 @@ func (s *CommandStore) GroupMemberStates(ctx context.Context, t commands.Tenant,
 // tombstone, conditioned on the old version, on no members change pending and on no
 // member renamed since the rename read the group (so a join, a leave, any group command
 // or a member's rename in between makes the rename decide again), and marked with where
-// its memberships are moving; the lookups pointed at the new key. The memberships move
+// its memberships are moving; the counts of user deletes read before the members' users
+// (a member deleted or erased in between makes it decide again); the lookups pointed at
+// the new key. The memberships move
 // after it (commands.RenameGroupHandler, MoveMembers), in as many requests as they need.
 func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant, r commands.GroupRename) error {
 	table := s.table(t)
@@ -111,6 +113,10 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 		add(roleVersion, types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(table), Item: tomb, ConditionExpression: aws.String(cond), ExpressionAttributeValues: values,
 		}})
+	}
+	for _, check := range deleteCountChecks(table, c.DeleteCounts) {
+		// A count moved: a member the rename lists may be gone; it decides again.
+		add(roleVersion, check)
 	}
 	for _, l := range c.PutLookups {
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
