@@ -50,6 +50,10 @@ func (h CreateGroupHandler) Handle(ctx context.Context, t Tenant, cmd CreateGrou
 		if agg.Live() {
 			return apperr.Conflict(apperr.CodeGroupExists, "a group with this name exists")
 		}
+		// A group renamed away from the name may still be moving its memberships out.
+		if _, err := finishMove(ctx, h.deps, t, agg); err != nil {
+			return err
+		}
 		if agg.CleanupPending {
 			if err := finishGroupCleanup(ctx, h.deps.Store, t, agg); err != nil {
 				return err

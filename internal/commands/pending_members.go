@@ -114,11 +114,15 @@ func (d Deps) takeOver(ctx context.Context, t Tenant, agg GroupAggregate) error 
 	if err != nil {
 		return err
 	}
-	p, ok := e.Payload.(*events.GroupMembersChanged)
-	if !ok {
+	switch p := e.Payload.(type) {
+	case *events.GroupMembersChanged:
+		err = d.writePending(ctx, t, lease, p, nil)
+	case *events.GroupRenamed:
+		err = d.writeMove(ctx, t, lease, p)
+	default:
 		return fmt.Errorf("group %s v%d is marked with a pending members change but records %s", agg.State.Key, agg.Pending.Version, e.Type)
 	}
-	if err := d.writePending(ctx, t, lease, p, nil); !errors.Is(err, errLeaseLost) {
+	if !errors.Is(err, errLeaseLost) {
 		return err
 	}
 	return nil
@@ -142,25 +146,7 @@ func (d Deps) takeOver(ctx context.Context, t Tenant, agg GroupAggregate) error 
 func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p *events.GroupMembersChanged, deletes DeleteCounts) error {
 	g := p.Group
 	var mu sync.Mutex // WriteMembers runs guard from several goroutines
-	guard := func(ctx context.Context) error {
-		mu.Lock()
-		defer mu.Unlock()
-		now := d.Now()
-		if now.Add(membersRenew).Before(lease.Until) {
-			return nil
-		}
-		next := lease
-		next.Until = now.Add(membersLease)
-		ok, err := d.Store.LeaseMembers(ctx, t, g.Key, next, now)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errLeaseLost
-		}
-		lease = next
-		return nil
-	}
+	guard := d.leaseGuard(t, g.Key, &lease, &mu)
 	// A member erased meanwhile (internal/erasure rewrote the record) has no name left:
 	// the erasure removed their membership, and nothing is written for them.
 	added, removed := unerased(p.Added), unerased(p.Removed)
@@ -203,6 +189,31 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 	mu.Lock()
 	defer mu.Unlock()
 	return d.Store.FinishMembers(ctx, t, g.Key, lease)
+}
+
+// leaseGuard is the guard of a pending change's writes: before each request it renews
+// *lease when less than membersRenew is left, and stops the writer (errLeaseLost) when
+// another took the lease. mu guards *lease (the writes run side by side).
+func (d Deps) leaseGuard(t Tenant, key string, lease *MembersLease, mu *sync.Mutex) func(context.Context) error {
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		now := d.Now()
+		if now.Add(membersRenew).Before(lease.Until) {
+			return nil
+		}
+		next := *lease
+		next.Until = now.Add(membersLease)
+		ok, err := d.Store.LeaseMembers(ctx, t, key, next, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errLeaseLost
+		}
+		*lease = next
+		return nil
+	}
 }
 
 // unerased are the members of a recorded change that were not erased since.

@@ -22,10 +22,16 @@ type RenameGroupHandler struct{ deps Deps }
 
 func NewRenameGroupHandler(d Deps) RenameGroupHandler { return RenameGroupHandler{deps: d} }
 
-// MaxRenameGroupMembers is how many memberships a group rename moves in its one
-// transaction (five items each beside six fixed ones); a larger group cannot be renamed
-// yet (400).
-const MaxRenameGroupMembers = 18
+// MaxRenameGroupMembers is how many memberships a group rename moves: its record lists
+// every one (the projector, the Keycloak sync and a replay move them by it), and a
+// DynamoDB item holds 400 KB; the record's payload is also held to maxRenameRecord.
+var MaxRenameGroupMembers = 10_000
+
+// maxRenameRecord bounds the encoded payload of a group rename's record: with the
+// record's other attributes it stays well below DynamoDB's 400 KB item limit. A group
+// whose members do not fit cannot be renamed (400): about 2,200 members with usernames
+// of 20 characters, and at least 800 whatever their usernames.
+var maxRenameRecord = 320_000
 
 // Validate reports a new name that breaks the rule.
 func (c *RenameGroup) Validate() error {
@@ -40,19 +46,21 @@ type GroupMember struct {
 	MemberState
 }
 
-// GroupRename is everything a group rename writes, in one transaction: Change holds the
+// GroupRename is everything a group rename writes in its transaction: Change holds the
 // group under the new key (Event, Group, ExpectedVersion: the new key's aggregate version,
-// 0 when the name was never used; PutLookups; Idempotency). When the key changes, the old
-// key's config becomes Tombstone (conditioned on FromVersion) and each membership moves
-// to the new key (conditioned on the old item still being that user's), with its user's
-// group pointer. A rename that changes only the case of the name keeps its key: then
-// FromKey is the new key and nothing moves.
+// 0 when the name was never used; PutLookups; Idempotency), with the rename as its
+// pending change (Group.Pending) when memberships move. When the key changes, the old
+// key's config becomes Tombstone (conditioned on FromVersion and on FromMemberMoves, the
+// count of member renames read with it), marked with the new key while Members move
+// there after the transaction (writeMove). A rename that changes only the case of the
+// name keeps its key: then FromKey is the new key and nothing moves.
 type GroupRename struct {
-	Change      Change
-	FromKey     string
-	FromVersion int64
-	Tombstone   events.Group
-	Members     []GroupMember
+	Change          Change
+	FromKey         string
+	FromVersion     int64
+	FromMemberMoves int64
+	Tombstone       events.Group
+	Members         []GroupMember
 }
 
 // Moves reports whether the rename changes the group's key.
@@ -64,8 +72,13 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		return events.Group{}, err
 	}
 	newKey := identity.GroupKey(cmd.NewName)
-	var result events.Group
+	var (
+		result  events.Group
+		payload *events.GroupRenamed
+		lease   *MembersLease
+	)
 	err := retry(ctx, func() error {
+		payload, lease = nil, nil
 		agg, err := loadLiveGroup(ctx, h.deps, t, cmd.Name)
 		if err != nil {
 			return err
@@ -86,6 +99,10 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 			if target.Live() {
 				return apperr.Conflict(apperr.CodeGroupExists, "a group with this name exists")
 			}
+			// The name's memberships may still be moving away from it.
+			if _, err := finishMove(ctx, h.deps, t, target); err != nil {
+				return err
+			}
 			if target.CleanupPending {
 				if err := finishGroupCleanup(ctx, h.deps.Store, t, target); err != nil {
 					return err
@@ -99,8 +116,13 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 			return err
 		}
 		if len(members) > MaxRenameGroupMembers {
-			return apperr.InvalidField("name",
-				fmt.Sprintf("the group has more than %d members; a rename moves at most %d", MaxRenameGroupMembers, MaxRenameGroupMembers))
+			return tooManyToRename()
+		}
+		var counts DeleteCounts
+		if newKey != old.Key && len(members) > 0 {
+			if members, counts, err = h.liveMembers(ctx, t, members); err != nil {
+				return err
+			}
 		}
 		now := h.deps.now()
 		next := old
@@ -114,10 +136,20 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 			// A change of case keeps the key, and with it the activity partition.
 			next.FormerNames = append(slices.Clone(old.FormerNames), events.FormerGroupName{Name: old.Name, Key: old.Key, From: old.Named(), Until: now})
 		}
-		payload := &events.GroupRenamed{Group: next, PreviousName: old.Name, PreviousKey: old.Key, PreviousVersion: old.Version}
+		payload = &events.GroupRenamed{Group: next, PreviousName: old.Name, PreviousKey: old.Key, PreviousVersion: old.Version}
 		for _, gm := range members {
 			payload.Members = append(payload.Members, events.RenamedMember{Username: gm.Username, UserID: gm.UserID,
 				MembershipRev: gm.MembershipRev, AddedAt: gm.AddedAt})
+		}
+		if data, err := events.Encode(payload); err != nil {
+			return err
+		} else if len(data) > maxRenameRecord {
+			return tooManyToRename()
+		}
+		group := &GroupAggregate{Exists: true, State: next}
+		if newKey != old.Key && len(members) > 0 {
+			lease = &MembersLease{Version: next.Version, Owner: m.CommandID, Until: h.deps.Now().Add(membersLease)}
+			group.Pending = lease
 		}
 		changes := map[string]events.Change{"name": {Old: old.Name, New: next.Name}}
 		put, _ := lookupChanges(nil, GroupLookups(next))
@@ -125,12 +157,13 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 			Change: Change{
 				Event:           h.deps.envelope(m, events.KindGroup, next.Key, next.Version, now, changes, payload),
 				ExpectedVersion: target.State.Version,
-				Group:           &GroupAggregate{Exists: true, State: next},
+				Group:           group,
+				DeleteCounts:    counts,
 				PutLookups:      put,
 				Idempotency:     m.Idempotency,
 				Actor:           m.Actor,
 			},
-			FromKey: old.Key, FromVersion: old.Version,
+			FromKey: old.Key, FromVersion: old.Version, FromMemberMoves: agg.MemberMoves,
 			Tombstone: events.Group{
 				Key: old.Key, Name: old.Name, Version: old.Version + 1, CreatedAt: old.CreatedAt, UpdatedAt: now,
 				Deleted: true, LastDeletedVersion: old.Version + 1,
@@ -140,5 +173,49 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		result = next
 		return h.deps.Store.AppendGroupRename(ctx, t, r)
 	})
-	return result, err
+	if err != nil {
+		return events.Group{}, err
+	}
+	if lease != nil {
+		// The rename is recorded, so it is answered as done whatever happens now: what
+		// this cannot move, the next command on either name moves (takeOver, finishMove).
+		if err := h.deps.writeMove(ctx, t, *lease, payload); err != nil {
+			h.deps.pendingFailed(t, payload.Group.Key, payload.Group.Version, err)
+		}
+	}
+	return result, nil
+}
+
+// liveMembers are the members whose users still live as the same person, and the counts
+// of user deletes that cover them, read before the users: the rename's transaction
+// conditions on them, so that a member deleted or erased before it commits makes it
+// decide again, and its record never names a person an erasure already swept
+// (docs/erasure.md, "No late writer"). A membership item of a deleted user is left to that
+// delete's clean-up, which finds it by the user's pointer to the old key.
+func (h RenameGroupHandler) liveMembers(ctx context.Context, t Tenant, members []GroupMember) ([]GroupMember, DeleteCounts, error) {
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = m.Username
+	}
+	counts, err := h.deps.Store.UserDeleteCounts(ctx, t, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	users, err := h.deps.Store.LoadUsers(ctx, t, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := members[:0:0]
+	for _, m := range members {
+		if u := users[m.Username]; u.Live() && u.State.ID == m.UserID {
+			live = append(live, m)
+		}
+	}
+	return live, counts, nil
+}
+
+// tooManyToRename is the 400 of a group whose members one rename's record cannot list.
+func tooManyToRename() error {
+	return apperr.InvalidField("name", fmt.Sprintf("the group has too many members to rename: a rename moves at most %d "+
+		"(fewer with long usernames: its record lists them in at most %d KB)", MaxRenameGroupMembers, maxRenameRecord/1000))
 }

@@ -141,23 +141,26 @@ func TestRenameGroupRefusals(t *testing.T) {
 }
 
 func TestRenameGroupOfTooManyMembersIsRefused(t *testing.T) {
+	defer commands.SetRenameBounds(5, 320_000)()
 	w := newWorld(t)
-	var names []string
-	for i := range commands.MaxRenameGroupMembers + 1 {
-		names = append(names, fmt.Sprintf("u%02d", i))
-	}
+	names := []string{"u0", "u1", "u2", "u3", "u4", "u5"}
 	w.given(append(usersBatch(names), commands.CreateGroup{Name: "big"}, commands.ChangeMembers{Group: "big", Add: names[1:]})...)
 	// At the limit the rename moves everyone.
 	g := w.renamedGroup(step{cmd: commands.RenameGroup{Name: "big", NewName: "large"}})
-	if got := w.membersOf(g.Key); len(got) != commands.MaxRenameGroupMembers {
-		t.Fatalf("members after the rename = %d, want %d", len(got), commands.MaxRenameGroupMembers)
+	if got := w.membersOf(g.Key); len(got) != 5 {
+		t.Fatalf("members after the rename = %d, want 5", len(got))
 	}
 	w.given(commands.AddMember{Group: "large", Username: names[0]})
 	if _, err := w.exec(t.Context(), step{cmd: commands.RenameGroup{Name: "large", NewName: "huge"}}); apperr.CodeOf(err) != apperr.CodeValidationFailed {
 		t.Fatalf("rename of a group past the limit: %v, want validation_failed", err)
 	}
-	if got := w.membersOf("large"); len(got) != commands.MaxRenameGroupMembers+1 {
-		t.Errorf("members after the refusal = %d, want %d", len(got), commands.MaxRenameGroupMembers+1)
+	if got := w.membersOf("large"); len(got) != 6 {
+		t.Errorf("members after the refusal = %d, want 6", len(got))
+	}
+	// A record that would not fit is refused the same way, whatever the count.
+	defer commands.SetRenameBounds(100, 200)()
+	if _, err := w.exec(t.Context(), step{cmd: commands.RenameGroup{Name: "large", NewName: "huge"}}); apperr.CodeOf(err) != apperr.CodeValidationFailed {
+		t.Fatalf("rename whose record is too large: %v, want validation_failed", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,6 +138,11 @@ func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.U
 		}
 		g, err := loadLiveGroup(ctx, h.deps, t, key)
 		if apperr.KindOf(err) == apperr.KindNotFound {
+			// A group renamed away from the key may still be moving this membership:
+			// once it has moved, the rename decides again with it under the new key.
+			if waited, err := finishMove(ctx, h.deps, t, g); err != nil || waited {
+				return nil, 0, cmp.Or(err, ErrVersionConflict)
+			}
 			continue // its delete's clean-up removes it
 		}
 		if err != nil {

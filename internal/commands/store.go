@@ -60,6 +60,16 @@ type GroupAggregate struct {
 	// Pending marks a members change whose membership items may not all be written yet
 	// (ChangeMembersHandler); nil when there is none.
 	Pending *MembersLease
+	// MemberMoves counts the user renames that moved a membership of the group since its
+	// config was last written: a group rename conditions on it, so that a member renamed
+	// after the rename read the members makes it decide again.
+	MemberMoves int64
+	// MovedTo and MovedVersion mark the tombstone a group rename left under the old key
+	// while its memberships move to the key MovedTo (the rename's pending change at
+	// MovedVersion there; RenameGroupHandler). Kept after the move; a move is over once
+	// MovedTo's group is no longer pending at MovedVersion.
+	MovedTo      string
+	MovedVersion int64
 }
 
 // Live reports whether the group exists and is not deleted.
@@ -210,6 +220,11 @@ type Store interface {
 	// pointers first, then memberships) and deletes those it removed, outside any
 	// transaction; before runs before each request, and its error stops the writes.
 	WriteMembers(ctx context.Context, t Tenant, w MembersWrite, before func(context.Context) error) error
+	// MoveMembers moves the memberships of a recorded group rename from the old key to the
+	// new one, outside any transaction: the users' pointers to the new key first, then the
+	// memberships there, then the old memberships and pointers deleted; before runs before
+	// each request, and its error stops the writes. Every write can be repeated.
+	MoveMembers(ctx context.Context, t Tenant, m MembersMove, before func(context.Context) error) error
 	// UndoMembers removes memberships that WriteMembers wrote for users deleted meanwhile:
 	// each only while it is still the one of that change (user id and group version).
 	UndoMembers(ctx context.Context, t Tenant, groupKey string, version int64, members []events.Member) error
@@ -236,6 +251,14 @@ type Store interface {
 	AppendGroupRename(ctx context.Context, t Tenant, r GroupRename) error
 	// RecordNoop records an idempotent request that changed nothing.
 	RecordNoop(ctx context.Context, t Tenant, idem Idempotency, commandID string, kind events.AggregateKind, key string, version int64) error
+}
+
+// MembersMove is what a recorded group rename moves: its members, from the key From to
+// the key To, where they take the rename's Version.
+type MembersMove struct {
+	From, To string
+	Version  int64
+	Members  []events.RenamedMember
 }
 
 // MemberState is a membership item of the write model.

@@ -134,6 +134,13 @@ type groupItem struct {
 	MembersOwner      string `dynamodbav:"members_owner,omitempty"`
 	MembersLeaseUntil int64  `dynamodbav:"members_lease_until,omitempty"`
 	SSOType           string `dynamodbav:"sso_type"`
+	// MemberMoves counts the user renames that moved a membership of this group since its
+	// config was last put (a group rename conditions on it); MovedTo and MovedVersion mark
+	// the tombstone a group rename left while its memberships move to MovedTo
+	// (commands.GroupAggregate).
+	MemberMoves  int64  `dynamodbav:"member_moves,omitempty"`
+	MovedTo      string `dynamodbav:"moved_to,omitempty"`
+	MovedVersion int64  `dynamodbav:"moved_version,omitempty"`
 	// NamedAt and FormerNames are events.Group's: when a rename gave the group this name,
 	// and the names it held before.
 	NamedAt     string       `dynamodbav:"named_at,omitempty"`

@@ -131,6 +131,9 @@ func groupAggregate(it groupItem) commands.GroupAggregate {
 			LastDeletedVersion: it.LastDeletedVersion, FormerNames: DecodeFormerGroupNames(it.FormerNames),
 		},
 		CleanupPending: it.CleanupPending,
+		MemberMoves:    it.MemberMoves,
+		MovedTo:        it.MovedTo,
+		MovedVersion:   it.MovedVersion,
 	}
 	if it.NamedAt != "" {
 		agg.State.NamedAt, _ = ParseTime(it.NamedAt)

@@ -29,8 +29,9 @@ func (s *CommandStore) CurrentMembership(ctx context.Context, t commands.Tenant,
 
 // CurrentMemberships is CurrentMembership of many users of one group: the memberships
 // of those of the usernames that have one now. While a members change of the group is
-// pending (commands.ChangeMembersHandler), its record decides for the users it names: its
-// items may not all be written yet.
+// pending (commands.ChangeMembersHandler), or a rename's memberships are still moving to
+// it (commands.RenameGroupHandler), its record decides for the users it names: its items
+// may not all be written yet.
 func (s *CommandStore) CurrentMemberships(ctx context.Context, t commands.Tenant, groupKey string, usernames []string) (map[string]Membership, error) {
 	keys := make([]map[string]types.AttributeValue, 0, len(usernames)+1)
 	keys = append(keys, map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(SKConfig)})
@@ -87,8 +88,20 @@ func (s *CommandStore) overlayPending(ctx context.Context, t commands.Tenant, gr
 	if err != nil {
 		return err
 	}
-	p, ok := e.Payload.(*events.GroupMembersChanged)
-	if !ok {
+	var p *events.GroupMembersChanged
+	switch r := e.Payload.(type) {
+	case *events.GroupMembersChanged:
+		p = r
+	case *events.GroupRenamed:
+		// A rename's memberships are still moving here: the record lists them all, and
+		// nothing else is a member of this incarnation yet.
+		p = &events.GroupMembersChanged{}
+		for _, m := range r.Members {
+			if !m.Erased {
+				p.Added = append(p.Added, events.Member{Username: m.Username, UserID: m.UserID, MembershipRev: m.MembershipRev})
+			}
+		}
+	default:
 		return fmt.Errorf("group %s v%d is marked with a pending members change but records %s", groupKey, version, e.Type)
 	}
 	asked := make(map[string]bool, len(usernames))

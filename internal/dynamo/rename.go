@@ -47,7 +47,8 @@ func (s *CommandStore) MemberStates(ctx context.Context, t commands.Tenant, user
 // user deletes raised (a members change that added the old name meanwhile must look
 // again); the email guard handed to the new name; the lookups pointed at it; and every
 // membership moved, conditioned on its group's version (a group command in between makes
-// the rename decide again) and on the old item still being the person's.
+// the rename decide again) and on the old item still being the person's, raising the
+// group's count of member renames (a group rename in between decides again).
 func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r commands.UserRename) error {
 	table := s.table(t)
 	c := r.Change
@@ -116,10 +117,13 @@ func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r co
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
 	}
 	for _, m := range r.Memberships {
-		add(roleVersion, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		// The group's count of member renames is raised: a group rename that read the
+		// members before this one moved decides again.
+		add(roleVersion, types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(SKConfig)},
+			UpdateExpression:          aws.String("SET member_moves = if_not_exists(member_moves, :z) + :one"),
 			ConditionExpression:       aws.String("version = :v"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.GroupVersion)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.GroupVersion), ":z": num(0), ":one": num(1)},
 		}})
 		add(roleVersion, types.TransactWriteItem{Delete: &types.Delete{
 			TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(r.From))},

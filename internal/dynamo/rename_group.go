@@ -45,12 +45,15 @@ func (s *CommandStore) GroupMemberStates(ctx context.Context, t commands.Tenant,
 
 // AppendGroupRename writes a group rename in one TransactWriteItems (docs/storage.md,
 // "Group renames"): the group's config under the new key (conditioned on that key's
-// version) and its history record there; when the key changes, the old key's tombstone
-// (conditioned on the old version, so a join or any group command in between makes the
-// rename decide again), and every membership moved to the new key at the rename's
-// version, each conditioned on the old item still being that user's (a user rename or
-// delete in between makes it decide again), with the user's group pointer; the lookups
-// pointed at the new key.
+// version), marked with the rename as a pending change when it has memberships to move,
+// and its history record there, which lists them; when the key changes, the old key's
+// tombstone, conditioned on the old version, on no members change pending and on no
+// member renamed since the rename read the group (so a join, a leave, any group command
+// or a member's rename in between makes the rename decide again), and marked with where
+// its memberships are moving; the counts of user deletes read before the members' users
+// (a member deleted or erased in between makes it decide again); the lookups pointed at
+// the new key. The memberships move
+// after it (commands.RenameGroupHandler, MoveMembers), in as many requests as they need.
 func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant, r commands.GroupRename) error {
 	table := s.table(t)
 	c := r.Change
@@ -96,34 +99,24 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 		if err != nil {
 			return err
 		}
-		add(roleVersion, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(table), Item: tomb,
-			ConditionExpression:       aws.String("version = :v AND deleted = :f AND attribute_not_exists(members_pending)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(r.FromVersion), ":f": boolean(false)},
-		}})
-		for _, m := range r.Members {
-			add(roleVersion, types.TransactWriteItem{Delete: &types.Delete{
-				TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": str(GroupID(r.FromKey)), "sk": str(MemberSK(m.Username))},
-				ConditionExpression:       aws.String("user_id = :u"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(m.UserID)},
-			}})
-			// The moved membership takes the rename's version: it is of this incarnation
-			// of the new key, above any tombstone an earlier group of the name left.
-			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
-				Item: MemberItem(to, m.Username, m.UserID, m.MembershipRev, c.Event.Version, FormatTime(m.AddedAt))}})
-			add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
-				Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(r.FromKey))}}})
-			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-				"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(to)), "group_key": str(to), "added_at": str(FormatTime(m.AddedAt)),
-			}}})
-			// The user's membership revision moves too: a user rename or delete that read
-			// the user's group pointers before this moved one decides again.
-			add(roleNone, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(table),
-				Key:                       map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(SKMemberships)},
-				UpdateExpression:          aws.String("SET rev = if_not_exists(rev, :z) + :one"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":z": num(0), ":one": num(1)},
-			}})
+		if len(r.Members) > 0 {
+			tomb["moved_to"], tomb["moved_version"] = str(to), num(c.Event.Version)
 		}
+		cond := "version = :v AND deleted = :f AND attribute_not_exists(members_pending) AND "
+		values := map[string]types.AttributeValue{":v": num(r.FromVersion), ":f": boolean(false)}
+		if r.FromMemberMoves == 0 {
+			cond += "attribute_not_exists(member_moves)"
+		} else {
+			cond += "member_moves = :m"
+			values[":m"] = num(r.FromMemberMoves)
+		}
+		add(roleVersion, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(table), Item: tomb, ConditionExpression: aws.String(cond), ExpressionAttributeValues: values,
+		}})
+	}
+	for _, check := range deleteCountChecks(table, c.DeleteCounts) {
+		// A count moved: a member the rename lists may be gone; it decides again.
+		add(roleVersion, check)
 	}
 	for _, l := range c.PutLookups {
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
