@@ -132,7 +132,9 @@ func deliveriesPK(system, tenant, id string) string {
 	return deliveryPrefix + system + "/" + tenant + "#" + id
 }
 
-func secretAAD(system, tenant, id string) string { return "webhook_secret:" + system + "/" + tenant + "/" + id }
+func secretAAD(system, tenant, id string) string {
+	return "webhook_secret:" + system + "/" + tenant + "/" + id
+}
 
 func (s *Store) key(system, tenant, id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": str(endpointsPK), "sk": str(endpointSK(system, tenant, id))}
