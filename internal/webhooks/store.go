@@ -196,8 +196,12 @@ func (s *Store) All(ctx context.Context) ([]Endpoint, error) { return s.query(ct
 
 func (s *Store) query(ctx context.Context, prefix string) ([]Endpoint, error) {
 	in := &dynamodb.QueryInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(endpointsPK), ":p": str(prefix)}}
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(endpointsPK)}}
+	if prefix != "" {
+		in.KeyConditionExpression = aws.String("pk = :pk AND begins_with(sk, :p)")
+		in.ExpressionAttributeValues[":p"] = str(prefix)
+	}
 	out := []Endpoint{}
 	for {
 		page, err := s.db.Query(ctx, in)
