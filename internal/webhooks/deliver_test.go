@@ -337,6 +337,8 @@ func TestAnEndpointFailingTooLongIsDisabledWithAnAlertUntilReplayed(t *testing.T
 	})
 	// The other endpoint went on meanwhile; the one for user.created only got nothing.
 	eventually(t, "the healthy endpoint", func() bool { return healthy.distinct() == 2 })
+	// The alert follows the write that disables.
+	eventually(t, "the alert", func() bool { return logs.FilterMessageSnippet("webhook endpoint disabled").Len() > 0 })
 	if n := logs.FilterMessageSnippet("webhook endpoint disabled").Len(); n != 1 {
 		t.Fatalf("%d alerts logged", n)
 	}
@@ -348,9 +350,12 @@ ssodir_webhooks_disabled_total{system="s1",tenant="t1"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ssodir_webhooks_disabled_total"); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := f.store.Get(ctx, system, tenant, only.ID)
-	if got.Position.After != 2 {
-		t.Fatalf("the filtered endpoint stands at %d, want past both changes (2)", got.Position.After)
+	eventually(t, "the filtered endpoint past both changes", func() bool {
+		got, err := f.store.Get(ctx, system, tenant, only.ID)
+		return err == nil && got.Position.After == 2
+	})
+	if n := healthy.requests.Load(); n != 2 {
+		t.Fatalf("the endpoints of %s had %d requests; the one for user.created only should get none", healthy.srv.URL, n)
 	}
 	before := rc.requests.Load()
 	time.Sleep(200 * time.Millisecond) // a disabled endpoint gets nothing more (not a timing assertion: a bound on what may happen)
@@ -364,7 +369,7 @@ ssodir_webhooks_disabled_total{system="s1",tenant="t1"} 1
 		t.Fatal(err)
 	}
 	eventually(t, "the replayed endpoint", func() bool { return rc.distinct() == 2 })
-	got, _ = f.store.Get(ctx, system, tenant, e.ID)
+	got, _ := f.store.Get(ctx, system, tenant, e.ID)
 	if got.State != webhooks.StateActive || got.Attempt != 0 || got.LastError != "" {
 		t.Fatalf("after the replay: %+v", got)
 	}
