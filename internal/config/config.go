@@ -42,6 +42,9 @@ type Common struct {
 	// SecretKey is the local AES-256 key (SSO_SECRET_KEY), or nil when KMSKeyID is used.
 	SecretKey []byte
 	KMSKeyID  string
+	// WebhooksAllowPrivate (SSO_WEBHOOKS_ALLOW_PRIVATE) lets webhooks reach http URLs and
+	// private or loopback addresses: development and tests only.
+	WebhooksAllowPrivate bool
 	// DynamoEndpoint and StreamsEndpoint are the SDK's standard endpoint overrides,
 	// read here so that local endpoints can be recognised (DYNAMODB-LOCAL.md, trap 3).
 	DynamoEndpoint  string
@@ -240,6 +243,7 @@ func (r *reader) common(use keyUse) Common {
 	c.Tables = r.tables(c.TablePrefix, c.DynamoEndpoint)
 	c.AWSCallLog = r.str("SSO_AWS_CALL_LOG", "")
 	c.EventsRetention = r.duration("SSO_EVENTS_RETENTION", 720*time.Hour)
+	c.WebhooksAllowPrivate = r.boolean("SSO_WEBHOOKS_ALLOW_PRIVATE", false)
 	if use == keyNotRead {
 		return c
 	}

@@ -236,14 +236,15 @@ func (s *Store) Delete(ctx context.Context, system, tenant, id string) error {
 func (s *Store) Replay(ctx context.Context, system, tenant, id string, from *changefeed.Position) (Endpoint, error) {
 	set := "SET #state = :active, attempt = :zero, gen = gen + :one"
 	vals := map[string]types.AttributeValue{":active": str(StateActive), ":zero": num(0), ":one": num(1)}
+	names := map[string]string{"#state": "state"}
 	if from != nil {
 		set += ", #after = :after, seen_ms = :seen"
-		vals[":after"], vals[":seen"] = num(from.After), ms(from.Seen)
+		vals[":after"], vals[":seen"], names["#after"] = num(from.After), ms(from.Seen), "after"
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(system, tenant, id),
 		UpdateExpression:          aws.String(set + " REMOVE failing_since_ms, next_attempt_ms, disabled_at_ms, last_error, last_status"),
 		ConditionExpression:       aws.String("attribute_exists(pk)"),
-		ExpressionAttributeNames:  map[string]string{"#state": "state", "#after": "after"},
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals, ReturnValues: types.ReturnValueAllNew})
 	if conditionFailed(err) {
 		return Endpoint{}, ErrNotFound
