@@ -142,9 +142,14 @@ func (d *Deliverer) Wait() { d.wg.Wait() }
 // Round starts a delivery, in a goroutine of its own, for every endpoint that is active,
 // due, not held by another deliverer, and behind its tenant's feed.
 func (d *Deliverer) Round(ctx context.Context) error {
+	_, err := d.round(ctx)
+	return err
+}
+
+func (d *Deliverer) round(ctx context.Context) (started int, err error) {
 	eps, err := d.store.All(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	heads := map[string]int64{}
 	now := d.store.now()
@@ -156,24 +161,26 @@ func (d *Deliverer) Round(ctx context.Context) error {
 		head, ok := heads[tenant]
 		if !ok {
 			if head, err = d.store.feed.Head(ctx, e.System, e.Tenant); err != nil {
-				return err
+				return started, err
 			}
 			heads[tenant] = head
 		}
 		if head-1 <= e.Position.After {
 			continue
 		}
-		d.start(ctx, e)
+		if d.start(ctx, e) {
+			started++
+		}
 	}
-	return nil
+	return started, nil
 }
 
-func (d *Deliverer) start(ctx context.Context, e Endpoint) {
+func (d *Deliverer) start(ctx context.Context, e Endpoint) bool {
 	key := endpointSK(e.System, e.Tenant, e.ID)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.running[key] {
-		return
+		return false
 	}
 	d.running[key] = true
 	d.wg.Add(1)
@@ -189,6 +196,7 @@ func (d *Deliverer) start(ctx context.Context, e Endpoint) {
 				zap.String("tenant", e.Tenant), zap.String("webhook", e.ID), zap.Error(err))
 		}
 	}()
+	return true
 }
 
 // errLost is a holder's write refused: the lease moved, the endpoint was replayed or
@@ -371,22 +379,18 @@ func wanted(types []string, t string) bool {
 	return len(types) == 0 || slices.Contains(types, strings.TrimPrefix(t, changefeed.TypePrefix))
 }
 
-// RunUntil delivers round after round until `until` (Lambda mode: a scheduled invocation
-// runs until near its deadline), then lets the deliveries under way finish their attempt
-// (at most one Timeout more) and waits for them.
-func (d *Deliverer) RunUntil(ctx context.Context, until time.Time) error {
-	sctx, cancel := context.WithDeadline(ctx, until.Add(d.o.Timeout+5*time.Second))
+// Drain delivers what is due, round after round, until a round finds nothing to do or
+// `until` passes (Lambda mode: a scheduled invocation, until near its deadline). A
+// delivery under way at `until` finishes its attempt (at most one Timeout more).
+func (d *Deliverer) Drain(ctx context.Context, until time.Time) error {
+	sctx, cancel := context.WithDeadline(ctx, until.Add(d.o.Timeout))
 	defer cancel()
-	var last error
 	for ctx.Err() == nil && time.Now().Before(until) {
-		if last = d.Round(sctx); last != nil {
-			d.log.Warn("webhooks: a round failed; the next one tries again", zap.Error(last))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(d.o.Poll, time.Until(until))):
+		started, err := d.round(sctx)
+		d.wg.Wait()
+		if err != nil || started == 0 {
+			return err
 		}
 	}
-	d.wg.Wait()
-	return last
+	return nil
 }
