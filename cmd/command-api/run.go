@@ -60,6 +60,9 @@ Environment:
   SSO_STAGE, SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY
                             settings of the tenants' tables (docs/aws.md)
   SSO_SYSTEM_TABLES         create (default) or existing (a stage's stack made them)
+  SSO_WEBHOOK_KEY           base64 key of at least 32 bytes that encrypts the webhooks'
+                            secrets (default: derived from SSO_SECRET_KEY with HKDF; without
+                            either, no webhook routes); the projector needs the same
   SSO_WEBHOOKS_ALLOW_PRIVATE  true: webhooks may be http and reach private and loopback
                             addresses (development and tests; default false)
   <VARIABLE>_SECRET_ARN     read SSO_IDEMPOTENCY_KEY (or another key) from Secrets Manager
@@ -174,6 +177,12 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	}
 	gate := commands.NewTenantGate(tenants)
 	scimTokens := dynamo.NewScimTokenStore(clients.DB, names)
+	var hooks *webhooks.Store
+	if hookBox, err := webhooks.NewBox(cfg.WebhookKey, cfg.SecretKey); err != nil {
+		log.Warn("no webhook routes: SSO_WEBHOOK_KEY is not set", zap.Error(err))
+	} else {
+		hooks = webhooks.NewStore(clients.DB, changefeed.TableName(names), hookBox, cfg.EventsRetention, nil)
+	}
 	commandapi.Register(e, commandapi.Deps{
 		Auth:         authn,
 		Store:        store,
@@ -185,7 +194,7 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		ScimTokens:   scimTokens, ScimTokenHasher: scimHasher,
 		Log:     log.Named("commands"),
 		Context: ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
-		Webhooks:      webhooks.NewStore(clients.DB, changefeed.TableName(names), box, cfg.EventsRetention, nil),
+		Webhooks:      hooks,
 		WebhookPolicy: webhooks.Policy{AllowPrivate: cfg.WebhooksAllowPrivate},
 		RealmCheck: func(ctx context.Context, k commands.KeycloakSettings) string {
 			got, err := keycloak.CheckUsernameChanges(ctx, k.URL, k.Realm, k.ClientID, k.ClientSecret)

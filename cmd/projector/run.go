@@ -54,8 +54,8 @@ GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS
 SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
 SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
 SSO_EVENTS_RETENTION (default 720h: how long the change feed keeps a change),
-SSO_SECRET_KEY or SSO_KMS_KEY_ID (to read the webhooks' secrets; without: no webhook is
-delivered), SSO_WEBHOOKS_ALLOW_PRIVATE (true: webhooks may reach http, private and loopback
+SSO_WEBHOOK_KEY (the command API's, to read the webhooks' secrets; default: derived from
+SSO_SECRET_KEY; without either, no webhook is delivered), SSO_WEBHOOKS_ALLOW_PRIVATE (true: webhooks may reach http, private and loopback
 addresses; development and tests),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/changefeed"
-	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/webhooks"
 )
 
@@ -17,11 +16,11 @@ import (
 // endpoint never holds up a shard; in Lambda mode the scheduled task deliver-webhooks.
 
 // webhookDeliverer is nil, with a warning, when the process has no key to decrypt the
-// endpoints' secrets (SSO_SECRET_KEY or SSO_KMS_KEY_ID).
+// endpoints' secrets (SSO_WEBHOOK_KEY, or SSO_SECRET_KEY to derive it from).
 func (a *app) webhookDeliverer(ctx context.Context, reg prometheus.Registerer) (*webhooks.Deliverer, error) {
-	box, err := process.NewSecrets(ctx, a.cfg.Common, a.clients.AWS)
+	box, err := webhooks.NewBox(a.cfg.WebhookKey, a.cfg.SecretKey)
 	if err != nil {
-		a.log.Warn("webhooks are not delivered: the projector needs SSO_SECRET_KEY or SSO_KMS_KEY_ID to read their secrets", zap.Error(err))
+		a.log.Warn("webhooks are not delivered: the projector needs SSO_WEBHOOK_KEY (the command API's) to read their secrets", zap.Error(err))
 		return nil, nil
 	}
 	store := webhooks.NewStore(a.clients.DB, changefeed.TableName(a.names), box, a.cfg.EventsRetention, nil)

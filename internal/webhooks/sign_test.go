@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssodir/ssodir/internal/secrets"
 	"github.com/ssodir/ssodir/internal/webhooks"
 )
 
@@ -116,5 +117,29 @@ func TestBackoffFollowsTheScheduleAndStaysWithinAnHour(t *testing.T) {
 	}
 	if attempts < 20 || webhooks.Backoff(1000) != time.Hour {
 		t.Fatalf("%d attempts in a day; Backoff(1000) = %s", attempts, webhooks.Backoff(1000))
+	}
+}
+
+func TestTheSecretsBoxIsNotThePasswordsBox(t *testing.T) {
+	if _, err := webhooks.NewBox(nil, nil); err == nil {
+		t.Fatal("a box without a key")
+	}
+	secretKey := make([]byte, 32)
+	secretKey[0] = 7
+	derived, err := webhooks.NewBox(nil, secretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := derived.Encrypt(t.Context(), []byte("whsec_x"), "aad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passwords, _ := secrets.NewLocal(secretKey)
+	if _, err := passwords.Decrypt(t.Context(), ct, "aad"); err == nil {
+		t.Fatal("the passwords' key opens a webhook secret")
+	}
+	again, _ := webhooks.NewBox(nil, secretKey)
+	if pt, err := again.Decrypt(t.Context(), ct, "aad"); err != nil || string(pt) != "whsec_x" {
+		t.Fatalf("%q, %v", pt, err)
 	}
 }
