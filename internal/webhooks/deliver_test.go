@@ -449,3 +449,36 @@ func TestRedirectsAreNotFollowedAndBodiesAreCapped(t *testing.T) {
 		t.Fatalf("the whole %d-byte body was read", bigServed.Load())
 	}
 }
+
+// TestDrainDeliversWhatIsDueAndReturns: the Lambda-mode run delivers every change due to a
+// healthy endpoint, makes one attempt at a failing one (whose next is not due before the
+// run's bound) and returns.
+func TestDrainDeliversWhatIsDueAndReturns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	healthy := newReceiver(t, nil)
+	failing := newReceiver(t, func(int64, *http.Request) int { return http.StatusBadGateway })
+	register(t, f, healthy.srv.URL)
+	bad, _ := register(t, f, failing.srv.URL)
+	for v := int64(1); v <= 3; v++ {
+		f.append(t, "a", v)
+	}
+	o := fastOptions(zap.NewNop())
+	o.Backoff = webhooks.Backoff
+	d, err := webhooks.NewDeliverer(f.store, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := d.Drain(ctx, time.Now().Add(5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if healthy.distinct() != 3 || failing.requests.Load() != 1 {
+		t.Fatalf("healthy got %d changes, the failing endpoint %d requests", healthy.distinct(), failing.requests.Load())
+	}
+	got, _ := f.store.Get(ctx, system, tenant, bad.ID)
+	if got.Attempt != 1 || got.LastStatus != http.StatusBadGateway || !got.NextAttempt.After(got.FailingSince) {
+		t.Fatalf("the failing endpoint: %+v", got)
+	}
+}
