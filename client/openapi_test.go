@@ -71,6 +71,33 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 		"TenantClient.RevokeScimToken": func(_ *client.Client, tc *client.TenantClient) error {
 			return tc.RevokeScimToken(ctx, "id")
 		},
+		"TenantClient.CreateWebhook": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.CreateWebhook(ctx, client.NewWebhook{URL: "https://hooks.example.com/"})
+			return err
+		},
+		"TenantClient.ListWebhooks": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.ListWebhooks(ctx)
+			return err
+		},
+		"TenantClient.GetWebhook": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.GetWebhook(ctx, "id")
+			return err
+		},
+		"TenantClient.DeleteWebhook": func(_ *client.Client, tc *client.TenantClient) error {
+			return tc.DeleteWebhook(ctx, "id")
+		},
+		"TenantClient.WebhookDeliveries": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.WebhookDeliveries(ctx, "id", "", 0)
+			return err
+		},
+		"TenantClient.ReplayWebhook": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.ReplayWebhook(ctx, "id", "")
+			return err
+		},
+		"TenantClient.RotateWebhookSecret": func(_ *client.Client, tc *client.TenantClient) error {
+			_, err := tc.RotateWebhookSecret(ctx, "id")
+			return err
+		},
 		"TenantClient.SetKeycloak": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.SetKeycloak(ctx, client.KeycloakSettings{})
 			return err

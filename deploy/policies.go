@@ -94,6 +94,7 @@ func (s *Stage) policies() {
 		Resources: []*string{key}, Conditions: s.viaService("dynamodb"), Reason: reasonTableKeyWrite}
 	secretKey := Grant{Sid: "SecretDecrypt", Actions: []string{"kms:Decrypt"}, Resources: []*string{key},
 		Conditions: s.viaService("secretsmanager"), Reason: reasonSecretKey}
+	webhookKey := Grant{Sid: "WebhookKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.WebhookKey.SecretArn()}}
 	streams := Grant{Sid: "Streams", Actions: []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"},
 		Resources: s.streams()}
 	// Each consumer's mappings send to its own queue, which it alone reads.
@@ -129,6 +130,7 @@ func (s *Stage) policies() {
 				Reason:     reasonTableKeyGrant},
 			{Sid: "IdempotencyKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.IdempotencyKey.SecretArn()}},
 			{Sid: "ScimTokenKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.ScimTokenKey.SecretArn()}},
+			webhookKey,
 			secretKey,
 			// Provisioning in Lambda mode (SSO_LAMBDA_*) creates each new tenant's mappings and
 			// removes them with its tables (internal/mappings; test/e2e/lambda_test.go records them).
@@ -164,7 +166,7 @@ func (s *Stage) policies() {
 				s.arn("dynamodb", "table", s.Names.Erasures())}},
 			streams,
 			{Sid: "StreamsList", Actions: []string{"dynamodb:ListStreams"}, Resources: []*string{jsii.String("*")}, Reason: reasonStreamsLambda},
-			writeKey, logs(Projector),
+			webhookKey, secretKey, writeKey, logs(Projector),
 		},
 		KeycloakSync: {
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",

@@ -114,6 +114,9 @@ type Stage struct {
 	SecretsKey, DataKey awskms.Key
 	CursorKey           awssecretsmanager.Secret
 	IdempotencyKey      awssecretsmanager.Secret
+	// WebhookKey is SSO_WEBHOOK_KEY: the command API and the projector encrypt and read the
+	// webhooks' secrets with it (not with the passwords' key, which the projector never holds).
+	WebhookKey awssecretsmanager.Secret
 	// ScimTokenKey is SSO_SCIM_TOKEN_KEY: the HMAC key under which SCIM tokens are stored.
 	ScimTokenKey awssecretsmanager.Secret
 	Functions    map[string]awslambda.Function
@@ -252,6 +255,13 @@ func (s *Stage) secrets() {
 		EncryptionKey:        s.DataKey,
 		RemovalPolicy:        dataRemoval,
 	})
+	s.WebhookKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("WebhookKey"), &awssecretsmanager.SecretProps{
+		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/webhook-key"),
+		Description:          jsii.String("SSO_WEBHOOK_KEY: the key of the webhooks' secrets (command API and projector)"),
+		GenerateSecretString: generate,
+		EncryptionKey:        s.DataKey,
+		RemovalPolicy:        dataRemoval,
+	})
 	s.ScimTokenKey = awssecretsmanager.NewSecret(s.Stack, jsii.String("ScimTokenKey"), &awssecretsmanager.SecretProps{
 		SecretName:           jsii.String("ssodir/" + s.Props.Stage + "/scim-token-key"),
 		Description:          jsii.String("SSO_SCIM_TOKEN_KEY: the command API's key for the HMAC under which SCIM tokens are stored"),
@@ -322,6 +332,7 @@ func (s *Stage) functions(p parameters) error {
 			"SSO_KMS_KEY_ID":                 s.SecretsKey.KeyArn(),
 			"SSO_IDEMPOTENCY_KEY_SECRET_ARN": s.IdempotencyKey.SecretArn(),
 			"SSO_SCIM_TOKEN_KEY_SECRET_ARN":  s.ScimTokenKey.SecretArn(),
+			"SSO_WEBHOOK_KEY_SECRET_ARN":     s.WebhookKey.SecretArn(),
 			// A tenant whose tables would pass the counted quota is refused before any is made.
 			"SSO_TABLE_QUOTA": jsii.String(strconv.Itoa(s.tableQuota())),
 		})},
@@ -330,7 +341,8 @@ func (s *Stage) functions(p parameters) error {
 			"SSO_CONSOLE_CLIENT_ID":     p.consoleClient,
 		})},
 		Projector: {memory: 1024, timeout: awscdk.Duration_Minutes(jsii.Number(2)), env: merge(common, map[string]*string{
-			"SSO_ACTIVITY_RETENTION": jsii.String("2160h"),
+			"SSO_ACTIVITY_RETENTION":     jsii.String("2160h"),
+			"SSO_WEBHOOK_KEY_SECRET_ARN": s.WebhookKey.SecretArn(),
 		})},
 		KeycloakSync: {memory: 512, timeout: awscdk.Duration_Minutes(jsii.Number(10)), env: merge(common, map[string]*string{
 			"SSO_KMS_KEY_ID": s.SecretsKey.KeyArn(),

@@ -16,7 +16,7 @@ import (
 // protection, which would make that rollback fail.
 func TestDataIsKeptExceptWhenTheFirstCreationFails(t *testing.T) {
 	_, _, j := synth(t)
-	want := map[string]int{"AWS::DynamoDB::Table": 8, "AWS::SecretsManager::Secret": 3, "AWS::KMS::Key": 2, "AWS::Logs::LogGroup": 6}
+	want := map[string]int{"AWS::DynamoDB::Table": 8, "AWS::SecretsManager::Secret": 4, "AWS::KMS::Key": 2, "AWS::Logs::LogGroup": 6}
 	for typ, n := range want {
 		rs := resources(j, typ)
 		if len(rs) != n {

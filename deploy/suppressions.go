@@ -34,11 +34,11 @@ func (s *Stage) suppressions() {
 			AppliesTo: &wildcards,
 		}}, jsii.Bool(true))
 	}
-	for _, secret := range []any{s.CursorKey, s.IdempotencyKey, s.ScimTokenKey} {
+	for _, secret := range []any{s.CursorKey, s.IdempotencyKey, s.ScimTokenKey, s.WebhookKey} {
 		cdknag.NagSuppressions_AddResourceSuppressions(secret, &[]*cdknag.NagPackSuppression{{
 			Id: jsii.String("AwsSolutions-SMG4"),
 			Reason: jsii.String("A service reads its key once at start and keeps no older key: an automatic rotation would make every cursor " +
-				"handed out before it (query API), every Idempotency-Key replay of the last 24 h (command API), or every SCIM token (command API) fail. " +
+				"handed out before it (query API), every Idempotency-Key replay of the last 24 h (command API), or every SCIM token (command API), or every webhook's secret (command API, projector) fail. " +
 				"Rotate on purpose: put a new secret value, then redeploy the functions (docs/aws.md)."),
 		}}, jsii.Bool(true))
 	}

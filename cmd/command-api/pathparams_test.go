@@ -157,6 +157,18 @@ func TestPathParametersAreDecoded(t *testing.T) {
 		p["id"] = tok.ID
 		walk(t, p, []step{{method: "DELETE", route: prefix + "/scim-tokens/:id", status: http.StatusNoContent}})
 		a.do(t, "DELETE", base+"/scim-tokens/"+tok.ID, nil).wantProblem(t, http.StatusNotFound, "not_found") // revoked already
+		var hook struct {
+			ID string `json:"id"`
+		}
+		a.do(t, "POST", base+"/webhooks", map[string]any{"url": "https://93.184.215.14/hook"}).want(t, http.StatusCreated).decode(t, &hook)
+		p["id"] = hook.ID
+		walk(t, p, []step{
+			{method: "GET", route: prefix + "/webhooks/:id", status: http.StatusOK},
+			{method: "GET", route: prefix + "/webhooks/:id/deliveries", status: http.StatusOK},
+			{method: "POST", route: prefix + "/webhooks/:id/replay", body: map[string]any{}, status: http.StatusOK},
+			{method: "POST", route: prefix + "/webhooks/:id/rotate-secret", status: http.StatusOK},
+			{method: "DELETE", route: prefix + "/webhooks/:id", status: http.StatusNoContent},
+		})
 	})
 
 	t.Run("SCIM resources by id", func(t *testing.T) {

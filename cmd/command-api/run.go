@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/auth"
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/commandapi"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/config"
@@ -22,6 +23,7 @@ import (
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/scim"
 	"github.com/ssodir/ssodir/internal/scimtoken"
+	"github.com/ssodir/ssodir/internal/webhooks"
 )
 
 const usage = `usage: command-api [--help]
@@ -58,6 +60,11 @@ Environment:
   SSO_STAGE, SSO_TABLE_PITR, SSO_TABLE_DELETION_PROTECTION, SSO_TABLE_KMS_KEY
                             settings of the tenants' tables (docs/aws.md)
   SSO_SYSTEM_TABLES         create (default) or existing (a stage's stack made them)
+  SSO_WEBHOOK_KEY           base64 key of at least 32 bytes that encrypts the webhooks'
+                            secrets (default: derived from SSO_SECRET_KEY with HKDF; without
+                            either, no webhook routes); the projector needs the same
+  SSO_WEBHOOKS_ALLOW_PRIVATE  true: webhooks may be http and reach private and loopback
+                            addresses (development and tests; default false)
   <VARIABLE>_SECRET_ARN     read SSO_IDEMPOTENCY_KEY (or another key) from Secrets Manager
   SSO_LOG_LEVEL             debug|info|warn|error (default info)
   AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS credential chain
@@ -147,6 +154,10 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	names := dynamo.Names{Prefix: cfg.TablePrefix}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = dynamo.EnsureSharedTables(startCtx, clients.DB, names, process.TableSettings(cfg.Common))
+	if err == nil {
+		// Webhooks live in the change feed's table (internal/webhooks).
+		err = dynamo.EnsureSystemTables(startCtx, clients.DB, process.TableSettings(cfg.Common), changefeed.Table(changefeed.TableName(names)))
+	}
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("prepare shared tables: %w", err)
@@ -168,6 +179,12 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 	// The SCIM port reads a token's row once a minute per process, not on every request;
 	// a revocation through this process forgets it here at once (auth.ScimTokenCache).
 	scimTokens := auth.NewScimTokenCache(dynamo.NewScimTokenStore(clients.DB, names), 0, time.Now)
+	var hooks *webhooks.Store
+	if hookBox, err := webhooks.NewBox(cfg.WebhookKey, cfg.SecretKey); err != nil {
+		log.Warn("no webhook routes: SSO_WEBHOOK_KEY is not set", zap.Error(err))
+	} else {
+		hooks = webhooks.NewStore(clients.DB, changefeed.TableName(names), hookBox, cfg.EventsRetention, nil)
+	}
 	commandapi.Register(e, commandapi.Deps{
 		Auth:         authn,
 		Store:        store,
@@ -179,6 +196,8 @@ func newServer(ctx context.Context, cfg config.CommandAPI, log *zap.Logger) (*ec
 		ScimTokens:   scimTokens, ScimTokenHasher: scimHasher,
 		Log:     log.Named("commands"),
 		Context: ctx, ProvisionWait: cfg.ProvisionWait, ProvisionResume: cfg.ProvisionResume,
+		Webhooks:      hooks,
+		WebhookPolicy: webhooks.Policy{AllowPrivate: cfg.WebhooksAllowPrivate},
 		RealmCheck: func(ctx context.Context, k commands.KeycloakSettings) string {
 			got, err := keycloak.CheckUsernameChanges(ctx, k.URL, k.Realm, k.ClientID, k.ClientSecret)
 			if err != nil {

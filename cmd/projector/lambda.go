@@ -27,12 +27,17 @@ func (a *app) lambda(ctx context.Context) error {
 	}
 	// A user.erased record starts its erasure and goes; resume-erasures goes on with it.
 	a.handler.DetachErasures()
+	deliverWebhooks, err := a.webhookTask(ctx)
+	if err != nil {
+		return err
+	}
 	lambdafn.Start(&lambdafn.Function{
 		Discards: discards,
 		Log:      a.log,
 		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,
 			Log: a.log.Named("esm")}),
 		Tasks: map[string]func(context.Context) error{
+			"deliver-webhooks": deliverWebhooks,
 			"redrive-dead-letters": func(ctx context.Context) error {
 				// Within the invocation's time (less a margin); the next run goes on from
 				// where this one stopped.

@@ -54,6 +54,9 @@ GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS
 SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
 SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
 SSO_EVENTS_RETENTION (default 720h: how long the change feed keeps a change),
+SSO_WEBHOOK_KEY (the command API's, to read the webhooks' secrets; default: derived from
+SSO_SECRET_KEY; without either, no webhook is delivered), SSO_WEBHOOKS_ALLOW_PRIVATE (true: webhooks may reach http, private and loopback
+addresses; development and tests),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -192,6 +195,10 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 	}
 	feed := progress.NewFeed(progress.FeedConfig{Token: a.cfg.ProgressToken, MaxSubscribers: a.cfg.ProgressMaxSubscribers})
 	a.handler.Publish(feed)
+	deliverWebhooks, err := a.deliverWebhooks(ctx, reg)
+	if err != nil {
+		return err
+	}
 	return process.Consumer{
 		Service: "projector", Addr: a.cfg.Addr, Log: a.log, Registry: reg, Subscriber: sub,
 		Handle:   a.handler.HandleMessage,
@@ -204,6 +211,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(ctx context.Context){
 			func(ctx context.Context) { <-ctx.Done(); feed.Close() },
 			a.resumeErasures,
+			deliverWebhooks,
 		},
 	}.Run(ctx)
 }

@@ -40,7 +40,10 @@ type Position struct {
 // Page is one answer: the changes after a position, in feed order, and where to go on.
 type Page struct {
 	Events []json.RawMessage
-	Next   Position
+	// At is the position of each of Events (a consumer that stops within a page, as a
+	// webhook endpoint does at a failed delivery, goes on from one of them).
+	At   []Position
+	Next Position
 }
 
 // Reader reads a feed table.
@@ -132,6 +135,7 @@ func (r *Reader) Read(ctx context.Context, system, tenant string, from Position,
 			fed := numAttr(item, attrFedAt)
 			if fed > cutoff || cutoff == 0 {
 				page.Events = append(page.Events, json.RawMessage(strAttr(item, attrEvent)))
+				page.At = append(page.At, Position{After: p, Seen: time.UnixMilli(fed)})
 			}
 			// An expired change is passed over: only a walk from the start meets one.
 			page.Next = Position{After: p, Seen: time.UnixMilli(fed)}

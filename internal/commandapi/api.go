@@ -28,6 +28,7 @@ import (
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/objects"
 	"github.com/ssodir/ssodir/internal/scimtoken"
+	"github.com/ssodir/ssodir/internal/webhooks"
 )
 
 // Store is the write model plus what rendering a replay needs.
@@ -65,6 +66,10 @@ type Deps struct {
 	// given and says whether the realm lets usernames change ("allowed", "refused" or
 	// "unknown"); nil: PUT /keycloak does not ask.
 	RealmCheck func(ctx context.Context, k commands.KeycloakSettings) string
+	// Webhooks keeps the tenants' webhooks (nil: no webhook routes); WebhookPolicy is what
+	// their URLs may reach.
+	Webhooks      *webhooks.Store
+	WebhookPolicy webhooks.Policy
 }
 
 type api struct {
@@ -129,6 +134,7 @@ func Register(e *echo.Echo, d Deps) {
 	e.POST("/v1/systems/:system/tenants/:tenant/scim-tokens", a.postScimToken, admin)
 	e.GET("/v1/systems/:system/tenants/:tenant/scim-tokens", a.listScimTokens, admin)
 	e.DELETE("/v1/systems/:system/tenants/:tenant/scim-tokens/:id", a.deleteScimToken, admin)
+	registerWebhooks(e, d)
 
 	// The scope check is route middleware, not group middleware: echo serves a group's
 	// middleware through catch-all routes, which would answer a wrong method with 404

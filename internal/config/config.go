@@ -42,6 +42,13 @@ type Common struct {
 	// SecretKey is the local AES-256 key (SSO_SECRET_KEY), or nil when KMSKeyID is used.
 	SecretKey []byte
 	KMSKeyID  string
+	// WebhooksAllowPrivate (SSO_WEBHOOKS_ALLOW_PRIVATE) lets webhooks reach http URLs and
+	// private or loopback addresses: development and tests only.
+	WebhooksAllowPrivate bool
+	// WebhookKey (SSO_WEBHOOK_KEY, base64, at least 32 bytes) encrypts the webhooks'
+	// secrets at rest, apart from the key of passwords (the projector, which delivers, never
+	// holds that one); nil: derived from SecretKey (internal/webhooks.NewBox).
+	WebhookKey []byte
 	// DynamoEndpoint and StreamsEndpoint are the SDK's standard endpoint overrides,
 	// read here so that local endpoints can be recognised (DYNAMODB-LOCAL.md, trap 3).
 	DynamoEndpoint  string
@@ -240,6 +247,8 @@ func (r *reader) common(use keyUse) Common {
 	c.Tables = r.tables(c.TablePrefix, c.DynamoEndpoint)
 	c.AWSCallLog = r.str("SSO_AWS_CALL_LOG", "")
 	c.EventsRetention = r.duration("SSO_EVENTS_RETENTION", 720*time.Hour)
+	c.WebhooksAllowPrivate = r.boolean("SSO_WEBHOOKS_ALLOW_PRIVATE", false)
+	c.WebhookKey = r.key("SSO_WEBHOOK_KEY")
 	if use == keyNotRead {
 		return c
 	}
@@ -572,7 +581,7 @@ func LoadKeycloakSync(env Env) (KeycloakSync, error) {
 // SecretVariables may be given by reference: <name>_SECRET_ARN names an AWS Secrets
 // Manager secret whose string is the value, read once at start (a stage on AWS keeps no
 // secret in a function's environment: docs/aws.md).
-var SecretVariables = []string{"SSO_SECRET_KEY", "SSO_IDEMPOTENCY_KEY", "SSO_SCIM_TOKEN_KEY", "SSO_CURSOR_KEY", "SSO_BOOTSTRAP_TOKEN"}
+var SecretVariables = []string{"SSO_SECRET_KEY", "SSO_IDEMPOTENCY_KEY", "SSO_SCIM_TOKEN_KEY", "SSO_CURSOR_KEY", "SSO_BOOTSTRAP_TOKEN", "SSO_WEBHOOK_KEY"}
 
 // SecretRefSuffix makes a secret variable's reference: SSO_CURSOR_KEY_SECRET_ARN.
 const SecretRefSuffix = "_SECRET_ARN"

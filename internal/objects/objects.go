@@ -107,3 +107,54 @@ type ScimToken struct {
 type ScimTokenList struct {
 	Items []ScimToken `json:"items"`
 }
+
+// Webhook is a tenant's webhook endpoint and its delivery state (API.md "Changes out").
+// Secret is set only in the answers to its creation and to a rotation, the one time each
+// secret is shown.
+type Webhook struct {
+	ID          string   `json:"id"`
+	URL         string   `json:"url"`
+	Types       []string `json:"types"`
+	Description string   `json:"description"`
+	// State is active or disabled (after failing for a day; a replay re-enables it).
+	State     string `json:"state"`
+	CreatedAt string `json:"created_at"`
+	CreatedBy string `json:"created_by"`
+	Secret    string `json:"secret,omitempty"`
+	// PreviousSecretUntil: the secret a rotation replaced signs too until then.
+	PreviousSecretUntil *string `json:"previous_secret_until,omitempty"`
+	// FailedAttempts counts the failed attempts at the change it is held at.
+	FailedAttempts int     `json:"failed_attempts"`
+	FailingSince   *string `json:"failing_since,omitempty"`
+	NextAttempt    *string `json:"next_attempt,omitempty"`
+	LastError      string  `json:"last_error,omitempty"`
+	LastStatus     int     `json:"last_status,omitempty"`
+	DisabledAt     *string `json:"disabled_at,omitempty"`
+	DeliveredAt    *string `json:"last_delivered_at,omitempty"`
+}
+
+// WebhookList is the answer to GET …/webhooks.
+type WebhookList struct {
+	Items []Webhook `json:"items"`
+}
+
+// WebhookDelivery is one attempt to deliver one change to an endpoint.
+type WebhookDelivery struct {
+	EventID string `json:"event_id"`
+	Type    string `json:"type"`
+	// Subject is the change's subject while the feed keeps it (none once it expired or its
+	// person was erased).
+	Subject        string  `json:"subject,omitempty"`
+	Attempt        int     `json:"attempt"`
+	Status         string  `json:"status"`
+	ResponseStatus int     `json:"response_status,omitempty"`
+	Error          string  `json:"error,omitempty"`
+	At             string  `json:"at"`
+	NextAttempt    *string `json:"next_attempt,omitempty"`
+}
+
+// WebhookDeliveryList is the answer to GET …/webhooks/{id}/deliveries, newest first.
+type WebhookDeliveryList struct {
+	Items      []WebhookDelivery `json:"items"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+}
