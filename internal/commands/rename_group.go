@@ -117,7 +117,7 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		payload := &events.GroupRenamed{Group: next, PreviousName: old.Name, PreviousKey: old.Key, PreviousVersion: old.Version}
 		for _, gm := range members {
 			payload.Members = append(payload.Members, events.RenamedMember{Username: gm.Username, UserID: gm.UserID,
-				MembershipRev: gm.MembershipRev, AddedAt: gm.AddedAt})
+				MembershipRev: gm.MembershipRev, AddedAt: gm.AddedAt, ExpiresAt: gm.ExpiresAt})
 		}
 		changes := map[string]events.Change{"name": {Old: old.Name, New: next.Name}}
 		put, _ := lookupChanges(nil, GroupLookups(next))

@@ -37,6 +37,7 @@ func (s *CommandStore) GroupMemberStates(ctx context.Context, t commands.Tenant,
 			added, _ := ParseTime(st.AddedAt)
 			out = append(out, commands.GroupMember{Username: getS(it, "sk")[len(skMember):], MemberState: commands.MemberState{
 				UserID: st.UserID, GroupVersion: st.GroupVersion, MembershipRev: st.MembershipRev, AddedAt: added,
+				ExpiresAt: st.Expiry(),
 			}})
 		}
 	}
@@ -110,7 +111,7 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 			// The moved membership takes the rename's version: it is of this incarnation
 			// of the new key, above any tombstone an earlier group of the name left.
 			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
-				Item: MemberItem(to, m.Username, m.UserID, m.MembershipRev, c.Event.Version, FormatTime(m.AddedAt))}})
+				Item: withExpiry(MemberItem(to, m.Username, m.UserID, m.MembershipRev, c.Event.Version, FormatTime(m.AddedAt)), m.ExpiresAt)}})
 			add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
 				Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(r.FromKey))}}})
 			add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
