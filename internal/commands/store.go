@@ -94,7 +94,9 @@ type MemberExpiry struct {
 // MembersWrite is what a recorded members change writes: its group, version and time,
 // and its members.
 type MembersWrite struct {
-	GroupKey       string
+	GroupKey string
+	// GroupID names the group in the expiry due index, for the added members that expire.
+	GroupID        string
 	Version        int64
 	At             time.Time
 	Added, Removed []events.Member

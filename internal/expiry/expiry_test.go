@@ -23,7 +23,7 @@ type clock struct {
 	now time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 // world is one tenant's write side on DynamoDB Local with its own shared tables (so the
@@ -65,7 +65,9 @@ func newWorld(t *testing.T, start time.Time) *world {
 		deps: commands.Deps{Store: store, Now: c.Now, NewID: uuid.NewString}, due: dynamo.NewExpiries(db, names)}
 }
 
-func (w *world) meta() commands.Meta { return commands.Meta{Actor: "admin", CommandID: uuid.NewString()} }
+func (w *world) meta() commands.Meta {
+	return commands.Meta{Actor: "admin", CommandID: uuid.NewString()}
+}
 
 func (w *world) scheduler(owner string, now func() time.Time) *expiry.Scheduler {
 	return &expiry.Scheduler{Due: w.due, Find: w.store, Remove: commands.NewRemoveMemberHandler(commands.Deps{Store: w.store, Now: now, NewID: uuid.NewString}),
