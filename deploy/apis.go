@@ -77,6 +77,8 @@ var schedules = []struct {
 	// Every few minutes: a throttle or a short outage makes dead letters, which wait for it.
 	{Projector, "redrive-dead-letters", 5},
 	{Projector, "resume-erasures", 1},
+	// Memberships end within a minute of their expiry (docs/expiry.md).
+	{Projector, "expire-memberships", 1},
 }
 
 // A scheduled task is never retried: its next tick comes soon, and a retry would run beside

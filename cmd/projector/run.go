@@ -54,6 +54,7 @@ GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS
 SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
 SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
 SSO_EVENTS_RETENTION (default 720h: how long the change feed keeps a change),
+SSO_HISTORY_RETENTION (as the command API's: the expiry scheduler's removals' records),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -204,6 +205,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(ctx context.Context){
 			func(ctx context.Context) { <-ctx.Done(); feed.Close() },
 			a.resumeErasures,
+			a.runExpiries,
 		},
 	}.Run(ctx)
 }
