@@ -57,14 +57,12 @@ func (a *api) deleteGroupRoute(c echo.Context) error {
 	})
 }
 
-
 func (a *api) deleteMember(c echo.Context) error {
 	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
 		v, err := a.removeMember.Handle(ctx, r.tenant, commands.RemoveMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
 		return outcome{kind: events.KindGroup, version: v}, err
 	})
 }
-
 
 func (a *api) postMembers(c echo.Context) error {
 	r, b, err := beginWith[changeMembersBody](a, c, http.StatusOK)
