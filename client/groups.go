@@ -5,6 +5,7 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // CreateGroup creates a group: group_exists (409) when the name is taken in any case.
@@ -80,6 +81,9 @@ func (t *TenantClient) RemoveMember(ctx context.Context, group, username string,
 type MembersChange struct {
 	Add    []string `json:"add,omitempty"`
 	Remove []string `json:"remove,omitempty"`
+	// Expires are the expiries of some of Add, by username: each membership added ends by
+	// itself then (a user already in the group keeps its expiry).
+	Expires map[string]time.Time `json:"-"`
 }
 
 // MaxMembersChange is how many usernames one ChangeMembers may name (API.md).
@@ -104,7 +108,10 @@ const maxMembersBody = 60 << 10
 // MembersChunks splits adding add and removing remove into changes each within the
 // limits of one ChangeMembers request (count and body size), additions first. Each
 // chunk is a command of its own: all or nothing per chunk, not for the whole list.
-func MembersChunks(add, remove []string) []MembersChange {
+func MembersChunks(add, remove []string) []MembersChange { return membersChunks(add, remove, 0) }
+
+// membersChunks is MembersChunks with extra bytes per addition (its expiry's).
+func membersChunks(add, remove []string, extra int) []MembersChange {
 	const empty = len(`{"add":[],"remove":[]}`)
 	var (
 		out  []MembersChange
@@ -112,8 +119,8 @@ func MembersChunks(add, remove []string) []MembersChange {
 		size = empty
 	)
 	// list points into cur, which stays the same variable when a chunk is closed.
-	push := func(list *[]string, name string) {
-		n := len(name) + 3 // its quotes and a comma (usernames need no escaping)
+	push := func(list *[]string, name string, extra int) {
+		n := len(name) + 3 + extra // its quotes and a comma (usernames need no escaping)
 		if len(cur.Add)+len(cur.Remove) == MaxMembersChange || size+n > maxMembersBody {
 			out = append(out, cur)
 			cur, size = MembersChange{}, empty
@@ -122,10 +129,10 @@ func MembersChunks(add, remove []string) []MembersChange {
 		*list = append(*list, name)
 	}
 	for _, u := range add {
-		push(&cur.Add, u)
+		push(&cur.Add, u, extra)
 	}
 	for _, u := range remove {
-		push(&cur.Remove, u)
+		push(&cur.Remove, u, 0)
 	}
 	if len(cur.Add)+len(cur.Remove) > 0 {
 		out = append(out, cur)

@@ -193,6 +193,11 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.AddMember(ctx, "g", "u")
 			return err
 		},
+		"TenantClient.SetMemberExpiry": func(_ *client.Client, tc *client.TenantClient) error {
+			at := time.Now().Add(time.Hour)
+			_, err := tc.SetMemberExpiry(ctx, "g", "u", &at)
+			return err
+		},
 		"TenantClient.ChangeMembers": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.ChangeMembers(ctx, "g", client.MembersChange{Add: []string{"u"}})
 			return err

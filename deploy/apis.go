@@ -79,6 +79,8 @@ var schedules = []struct {
 	{Projector, "resume-erasures", 1},
 	// Webhooks due: each run delivers until near its deadline or nothing is due.
 	{Projector, "deliver-webhooks", 1},
+	// Memberships end within a minute of their expiry (docs/expiry.md).
+	{Projector, "expire-memberships", 1},
 }
 
 // A scheduled task is never retried: its next tick comes soon, and a retry would run beside

@@ -48,6 +48,8 @@ func (a *app) lambda(ctx context.Context) error {
 				}
 				return err
 			},
+			// The members whose expiry has come (docs/expiry.md): every minute.
+			"expire-memberships": a.expireOnce,
 			// Every pending erasure, until the invocation's deadline less a margin
 			// (docs/erasure.md, "The bound").
 			"resume-erasures": func(ctx context.Context) error {

@@ -57,6 +57,7 @@ SSO_EVENTS_RETENTION (default 720h: how long the change feed keeps a change),
 SSO_WEBHOOK_KEY (the command API's, to read the webhooks' secrets; default: derived from
 SSO_SECRET_KEY; without either, no webhook is delivered), SSO_WEBHOOKS_ALLOW_PRIVATE (true: webhooks may reach http, private and loopback
 addresses; development and tests),
+SSO_HISTORY_RETENTION (as the command API's: the expiry scheduler's removals' records),
 AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
 `
 
@@ -212,6 +213,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 			func(ctx context.Context) { <-ctx.Done(); feed.Close() },
 			a.resumeErasures,
 			deliverWebhooks,
+			a.runExpiries,
 		},
 	}.Run(ctx)
 }

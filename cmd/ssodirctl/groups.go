@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -198,15 +200,18 @@ func memberList(s *settings) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				items, rows = append(items, u), append(rows, userRow(u))
+				items, rows = append(items, u), append(rows, append(userRow(u), u.ExpiresAt))
 			}
-			return p.list(items, userHeader, rows)
+			return p.list(items, append(slices.Clone(userHeader), "EXPIRES"), rows)
 		},
 	}
 }
 
 func memberChange(s *settings, verb string) *cobra.Command {
-	var w writeFlags
+	var (
+		w         writeFlags
+		expiresAt string
+	)
 	short := "Add users to a group, in one command (fine for those already members)"
 	if verb == "remove" {
 		short = "Remove users from a group, in one command (fine for those not members)"
@@ -233,6 +238,23 @@ user does not exist, nothing changes and each unknown user is named (exit 3). Mo
 			if verb == "remove" {
 				chunks = client.MembersChunks(nil, users)
 			}
+			if expiresAt != "" {
+				at, err := time.Parse(time.RFC3339Nano, expiresAt)
+				if err != nil {
+					return usagef("--expires-at: %q is not an RFC 3339 instant (such as 2030-03-31T17:00:00Z)", expiresAt)
+				}
+				if len(users) == 1 {
+					// One member: PUT, which also sets or moves the expiry of a member.
+					r, err := t.SetMemberExpiry(cmd.Context(), group, users[0], &at, w.options()...)
+					if err != nil {
+						return err
+					}
+					w.group(cmd.Context(), s, t, group, r.Version)
+					fmt.Fprintf(s.io.out, "%s: added %s until %s (group version %d)\n", group, users[0], at.UTC().Format(time.RFC3339), r.Version)
+					return nil
+				}
+				chunks = client.MembersChunksUntil(users, at)
+			}
 			if len(chunks) > 1 && w.ifMatch > 0 {
 				return usagef("--if-match applies to one command; %d usernames take %d", len(users), len(chunks))
 			}
@@ -256,5 +278,9 @@ user does not exist, nothing changes and each unknown user is named (exit 3). Mo
 		},
 	}
 	w.add(cmd)
+	if verb == "add" {
+		cmd.Flags().StringVar(&expiresAt, "expires-at", "", "RFC 3339 instant at which the memberships added end by themselves "+
+			"(one user: also sets or moves the expiry of a member; several: users already members keep theirs)")
+	}
 	return cmd
 }

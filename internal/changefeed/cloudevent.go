@@ -81,6 +81,10 @@ func FromEnvelope(system, tenant string, env events.Envelope) (Change, error) {
 	case *events.GroupMemberRemoved:
 		d.ID, d.State = p.Group.ID, p.Group
 		addChange(d.Changes, "member", member(p.Username, p.UserID, p.Erased), nil)
+	case *events.GroupMemberExpirySet:
+		d.ID, d.State = p.Group.ID, p.Group
+		m := member(p.Username, p.UserID, p.Erased)
+		addChange(d.Changes, "member", m, m)
 	case *events.GroupMembersChanged:
 		d.ID, d.State = p.Group.ID, p.Group
 		removed, added := make([]any, 0, len(p.Removed)), make([]any, 0, len(p.Added))

@@ -57,13 +57,6 @@ func (a *api) deleteGroupRoute(c echo.Context) error {
 	})
 }
 
-func (a *api) putMember(c echo.Context) error {
-	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
-		v, err := a.addMember.Handle(ctx, r.tenant, commands.AddMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
-		return outcome{kind: events.KindGroup, version: v}, err
-	})
-}
-
 func (a *api) deleteMember(c echo.Context) error {
 	return a.runWithoutBody(c, http.StatusNoContent, func(ctx context.Context, r *request) (outcome, error) {
 		v, err := a.removeMember.Handle(ctx, r.tenant, commands.RemoveMember{Group: c.Param("name"), Username: c.Param("username")}, r.meta)
@@ -71,17 +64,15 @@ func (a *api) deleteMember(c echo.Context) error {
 	})
 }
 
-type changeMembersBody struct {
-	Add    []string `json:"add"`
-	Remove []string `json:"remove"`
-}
-
 func (a *api) postMembers(c echo.Context) error {
 	r, b, err := beginWith[changeMembersBody](a, c, http.StatusOK)
 	if err != nil {
 		return err
 	}
-	cmd := commands.ChangeMembers{Group: c.Param("name"), Add: b.Add, Remove: b.Remove}
+	cmd := commands.ChangeMembers{Group: c.Param("name"), Remove: b.Remove}
+	if cmd.Add, cmd.Expires, err = b.adds(); err != nil {
+		return err
+	}
 	if err := cmd.Validate(); err != nil {
 		return err
 	}

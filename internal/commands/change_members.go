@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -29,6 +30,10 @@ type ChangeMembers struct {
 	Group  string
 	Add    []string
 	Remove []string
+	// Expires are the expiries given for some of Add, by username (Validate normalises
+	// them): each applies to the membership the change adds; a user already in the group
+	// keeps the expiry it has (PUT of the one member changes it).
+	Expires map[string]time.Time
 }
 
 // ChangeMembersHandler decides ChangeMembers.
@@ -64,6 +69,15 @@ func (c *ChangeMembers) Validate() error {
 	if err := p.Err(invalidRequest); err != nil {
 		return err
 	}
+	if len(c.Expires) > 0 {
+		expires := make(map[string]time.Time, len(c.Expires))
+		for u, at := range c.Expires {
+			if name, ok := identity.NormalizeUsername(u); ok {
+				expires[name] = at.UTC().Truncate(time.Millisecond)
+			}
+		}
+		c.Expires = expires
+	}
 	c.Add, c.Remove = add, remove
 	return nil
 }
@@ -87,6 +101,12 @@ func normalizeNames(p *problems, field string, list []string) []string {
 func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMembers, m Meta) (events.Group, error) {
 	if err := cmd.Validate(); err != nil {
 		return events.Group{}, err
+	}
+	now := h.deps.now()
+	for i, name := range cmd.Add {
+		if at, ok := cmd.Expires[name]; ok && !at.After(now) {
+			return events.Group{}, apperr.InvalidField(fmt.Sprintf("add[%d].expires_at", i), "must be an instant in the future")
+		}
 	}
 	var (
 		result  events.Group
@@ -135,7 +155,11 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 			u := users[name].State
 			// A membership item of an earlier incarnation of the name is not this user's.
 			if current[name] != u.ID {
-				added = append(added, events.Member{Username: name, UserID: u.ID, MembershipRev: u.DeletedMembershipRev + 1})
+				m := events.Member{Username: name, UserID: u.ID, MembershipRev: u.DeletedMembershipRev + 1}
+				if at, ok := cmd.Expires[name]; ok {
+					m.ExpiresAt = &at
+				}
+				added = append(added, m)
 			}
 		}
 		for _, name := range cmd.Remove {

@@ -150,7 +150,7 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 	// A member erased meanwhile (internal/erasure rewrote the record) has no name left:
 	// the erasure removed their membership, and nothing is written for them.
 	added, removed := unerased(p.Added), unerased(p.Removed)
-	w := MembersWrite{GroupKey: g.Key, Version: g.Version, At: g.UpdatedAt, Added: added, Removed: removed}
+	w := MembersWrite{GroupKey: g.Key, GroupID: g.ID, Version: g.Version, At: g.UpdatedAt, Added: added, Removed: removed}
 	if err := d.Store.WriteMembers(ctx, t, w, guard); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
@@ -13,6 +14,10 @@ import (
 type RemoveMember struct {
 	Group    string
 	Username string
+	// IfExpiresAt, when set, removes the member only while the membership's expiry is
+	// still this instant (the expiry scheduler's removal, internal/expiry): a renewal
+	// or a removal first wins, and the command then records nothing.
+	IfExpiresAt *time.Time
 }
 
 // RemoveMemberHandler decides RemoveMember.
@@ -58,6 +63,20 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 			version = g.State.Version
 			return h.deps.recordNoop(ctx, t, m, events.KindGroup, g.State.Key, g.State.Version)
 		}
+		if cmd.IfExpiresAt != nil {
+			states, err := h.deps.Store.MemberStates(ctx, t, username, []string{g.State.Key})
+			if err != nil {
+				return err
+			}
+			st, ok := states[g.State.Key]
+			if !ok {
+				return ErrVersionConflict // a members change's item not written yet
+			}
+			if st.UserID != u.State.ID || !sameExpiry(st.ExpiresAt, cmd.IfExpiresAt) {
+				version = g.State.Version
+				return nil // renewed, or its expiry cleared, since
+			}
+		}
 		now := h.deps.now()
 		next := g.State
 		next.Version, next.UpdatedAt = g.State.Version+1, now
@@ -69,8 +88,10 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 			Group:           &GroupAggregate{Exists: true, State: next},
 			RemoveMembers:   []Membership{{GroupKey: next.Key, Username: username, UserID: u.State.ID}},
 			RequireMembers:  true,
-			Idempotency:     m.Idempotency,
-			Actor:           m.Actor,
+			// The transaction checks the expiry again, beside the group's version.
+			RequireExpiresAt: cmd.IfExpiresAt,
+			Idempotency:      m.Idempotency,
+			Actor:            m.Actor,
 		}
 		version = next.Version
 		return h.deps.Store.Append(ctx, t, c)

@@ -139,7 +139,7 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		payload = &events.GroupRenamed{Group: next, PreviousName: old.Name, PreviousKey: old.Key, PreviousVersion: old.Version}
 		for _, gm := range members {
 			payload.Members = append(payload.Members, events.RenamedMember{Username: gm.Username, UserID: gm.UserID,
-				MembershipRev: gm.MembershipRev, AddedAt: gm.AddedAt})
+				MembershipRev: gm.MembershipRev, AddedAt: gm.AddedAt, ExpiresAt: gm.ExpiresAt})
 		}
 		if data, err := events.Encode(payload); err != nil {
 			return err

@@ -152,7 +152,7 @@ func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.U
 			continue
 		}
 		out = append(out, events.RenamedMembership{GroupKey: g.State.Key, GroupName: g.State.Name, GroupVersion: g.State.Version,
-			AddedVersion: it.GroupVersion, AddedAt: it.AddedAt})
+			AddedVersion: it.GroupVersion, AddedAt: it.AddedAt, ExpiresAt: it.ExpiresAt})
 	}
 	if len(out) > MaxRenameMemberships {
 		return nil, 0, apperr.InvalidField("username",

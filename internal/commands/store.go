@@ -80,12 +80,33 @@ type Membership struct {
 	GroupKey string
 	Username string
 	UserID   string
+	// ExpiresAt, on an added membership, is when it ends by itself (nil: never).
+	ExpiresAt *time.Time
+}
+
+// ExpiryDue is the due-index entry of an expiring membership (internal/expiry): the
+// scheduler finds it by its instant and removes the member then, if the membership's
+// expiry is still At. It names ids only (no username: nothing an erasure must find).
+type ExpiryDue struct {
+	GroupID, UserID string
+	At              time.Time
+}
+
+// MemberExpiry is a change of an existing membership's expiry: the item must still be
+// UserID's, and its expiry becomes ExpiresAt (nil: none).
+type MemberExpiry struct {
+	GroupKey  string
+	Username  string
+	UserID    string
+	ExpiresAt *time.Time
 }
 
 // MembersWrite is what a recorded members change writes: its group, version and time,
 // and its members.
 type MembersWrite struct {
-	GroupKey       string
+	GroupKey string
+	// GroupID names the group in the expiry due index, for the added members that expire.
+	GroupID        string
 	Version        int64
 	At             time.Time
 	Added, Removed []events.Member
@@ -124,6 +145,13 @@ type Change struct {
 	// with RequireMembers each must still exist, else the change conflicts.
 	RemoveMembers  []Membership
 	RequireMembers bool
+	// RequireExpiresAt, with RequireMembers, is the expiry each removed membership must
+	// still have (an expiry's removal: a renewal or a removal in between wins).
+	RequireExpiresAt *time.Time
+	// SetExpiry changes an existing membership's expiry.
+	SetExpiry *MemberExpiry
+	// Due is written to the expiry due index in the same transaction (nil: none).
+	Due *ExpiryDue
 	// ExpectedMembershipRev guards AddMember and user deletes against concurrent joins.
 	ExpectedMembershipRev *int64
 	// PutLookups and DeleteLookups write and remove the pointers that find the aggregate
@@ -267,6 +295,8 @@ type MemberState struct {
 	GroupVersion  int64
 	MembershipRev int64
 	AddedAt       time.Time
+	// ExpiresAt is when the membership ends by itself (nil: never).
+	ExpiresAt *time.Time
 }
 
 // UserRename is everything a rename writes, in one transaction: Change holds the person

@@ -463,6 +463,9 @@ type Projector struct {
 	// (=transactions), which cost two there but are faster on DynamoDB Local. Default:
 	// transactions against a local endpoint, puts otherwise.
 	SinglePuts bool
+	// HistoryRetention is SSO_HISTORY_RETENTION, as the command API reads it: the history
+	// records of the removals the expiry scheduler makes expire with it (0: kept).
+	HistoryRetention time.Duration
 }
 
 // LoadProjector reads Projector from env.
@@ -470,6 +473,7 @@ func LoadProjector(env Env) (Projector, error) {
 	r := &reader{env: env}
 	c := Projector{Common: r.common(keyOptional), Addr: r.addr("SSO_PROJECTOR_ADDR", "127.0.0.1:8082"), CORSOrigins: r.corsOrigins()}
 	c.ActivityRetention = r.duration("SSO_ACTIVITY_RETENTION", 2160*time.Hour)
+	c.HistoryRetention = r.duration("SSO_HISTORY_RETENTION", 0)
 	c.ErasureSettle = r.duration("SSO_ERASURE_SETTLE", 30*time.Second)
 	if c.ErasureSettle < 10*time.Second {
 		r.fail("SSO_ERASURE_SETTLE: %s is shorter than 10s (the erasure filter caches the ledger for 5s)", c.ErasureSettle)

@@ -235,6 +235,7 @@ type StateItem struct {
 	MembershipRev int64               `dynamodbav:"membership_rev"`
 	GroupVersion  int64               `dynamodbav:"group_version"`
 	AddedAt       string              `dynamodbav:"added_at"`
+	ExpiresAt     string              `dynamodbav:"expires_at"`
 	NamedAt       string              `dynamodbav:"named_at"`
 	FormerNames   []FormerName        `dynamodbav:"former_names"`
 }
@@ -244,6 +245,18 @@ func DecodeStateItem(item map[string]types.AttributeValue) (StateItem, error) {
 	var s StateItem
 	err := attributevalue.UnmarshalMap(item, &s)
 	return s, err
+}
+
+// Expiry is a membership item's expires_at (nil: none).
+func (s StateItem) Expiry() *time.Time {
+	if s.ExpiresAt == "" {
+		return nil
+	}
+	t, err := ParseTime(s.ExpiresAt)
+	if err != nil {
+		return nil
+	}
+	return &t
 }
 
 // HistoryVersion is the version whose history record carries this state item.

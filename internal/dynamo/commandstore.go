@@ -275,7 +275,7 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		rev := *c.ExpectedMembershipRev
 		at := str(FormatTime(c.Event.OccurredAt))
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
-			Item: MemberItem(m.GroupKey, m.Username, m.UserID, rev+1, c.Event.Version, FormatTime(c.Event.OccurredAt))}})
+			Item: withExpiry(MemberItem(m.GroupKey, m.Username, m.UserID, rev+1, c.Event.Version, FormatTime(c.Event.OccurredAt)), m.ExpiresAt)}})
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey)), "group_key": str(m.GroupKey), "added_at": at,
 		}}})
@@ -304,10 +304,20 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 			Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(m.Username))}}
 		if c.RequireMembers {
 			del.ConditionExpression = aws.String("attribute_exists(id)")
+			if c.RequireExpiresAt != nil {
+				del.ConditionExpression = aws.String("attribute_exists(id) AND expires_at = :e")
+				del.ExpressionAttributeValues = map[string]types.AttributeValue{":e": str(FormatTime(*c.RequireExpiresAt))}
+			}
 		}
 		add(roleVersion, types.TransactWriteItem{Delete: del})
 		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
 			Key: map[string]types.AttributeValue{"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(m.GroupKey))}}})
+	}
+	if e := c.SetExpiry; e != nil {
+		add(roleVersion, types.TransactWriteItem{Update: setExpiryUpdate(table, *e)})
+	}
+	if c.Due != nil {
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.names.StreamLeases()), Item: ExpiryDueItem(t, *c.Due)}})
 	}
 	if c.User != nil && c.User.State.Deleted {
 		add(roleNone, types.TransactWriteItem{Update: countUserDelete(table, username)})

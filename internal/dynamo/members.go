@@ -130,13 +130,19 @@ const membersWriteConcurrency = 4
 // a retry must not go out after the lease could have run out).
 func (s *CommandStore) WriteMembers(ctx context.Context, t commands.Tenant, w commands.MembersWrite, before func(context.Context) error) error {
 	at := str(FormatTime(w.At))
-	var pointers, members, removals []types.WriteRequest
+	var pointers, members, removals, due []types.WriteRequest
 	for _, m := range w.Added {
+		if m.ExpiresAt != nil {
+			// The due index's entry first: a membership never expires unseen.
+			due = append(due, types.WriteRequest{PutRequest: &types.PutRequest{
+				Item: ExpiryDueItem(t, commands.ExpiryDue{GroupID: w.GroupID, UserID: m.UserID, At: *m.ExpiresAt}),
+			}})
+		}
 		pointers = append(pointers, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
 			"id": str(UserID(m.Username)), "sk": str(GroupPointerSK(w.GroupKey)), "group_key": str(w.GroupKey), "added_at": at,
 		}}})
 		members = append(members, types.WriteRequest{PutRequest: &types.PutRequest{
-			Item: MemberItem(w.GroupKey, m.Username, m.UserID, m.MembershipRev, w.Version, FormatTime(w.At)),
+			Item: withExpiry(MemberItem(w.GroupKey, m.Username, m.UserID, m.MembershipRev, w.Version, FormatTime(w.At)), m.ExpiresAt),
 		}})
 	}
 	for _, m := range w.Removed {
@@ -151,11 +157,15 @@ func (s *CommandStore) WriteMembers(ctx context.Context, t commands.Tenant, w co
 		}})
 	}
 	table := s.table(t)
-	for _, phase := range [][]types.WriteRequest{pointers, members, removals, unpointed} {
+	for i, phase := range [][]types.WriteRequest{due, pointers, members, removals, unpointed} {
+		into := table
+		if i == 0 {
+			into = s.names.StreamLeases()
+		}
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(membersWriteConcurrency)
 		for batch := range slices.Chunk(phase, 25) {
-			g.Go(func() error { return batchWriteGuarded(gctx, s.db, table, batch, before) })
+			g.Go(func() error { return batchWriteGuarded(gctx, s.db, into, batch, before) })
 		}
 		if err := g.Wait(); err != nil {
 			return fmt.Errorf("write members of %s v%d: %w", w.GroupKey, w.Version, err)

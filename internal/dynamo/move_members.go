@@ -31,7 +31,7 @@ func (s *CommandStore) MoveMembers(ctx context.Context, t commands.Tenant, m com
 			"id": str(UserID(mm.Username)), "sk": str(GroupPointerSK(m.To)), "group_key": str(m.To), "added_at": at,
 		}}})
 		members = append(members, types.WriteRequest{PutRequest: &types.PutRequest{
-			Item: MemberItem(m.To, mm.Username, mm.UserID, mm.MembershipRev, m.Version, FormatTime(mm.AddedAt)),
+			Item: withExpiry(MemberItem(m.To, mm.Username, mm.UserID, mm.MembershipRev, m.Version, FormatTime(mm.AddedAt)), mm.ExpiresAt),
 		}})
 		removals = append(removals, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
 			Key: map[string]types.AttributeValue{"id": str(GroupID(m.From)), "sk": str(MemberSK(mm.Username))},

@@ -83,8 +83,10 @@ func everyEvent() []events.Envelope {
 			Members: []events.RenamedMember{{Username: "jdoe", UserID: "4a7b", MembershipRev: 2, AddedAt: at}}}),
 		envelope(&events.GroupMemberAdded{Group: admins, Username: "jdoe", UserID: "7d1c", MembershipRev: 6}),
 		envelope(&events.GroupMemberRemoved{Group: admins, Username: "jdoe", UserID: "7d1c"}),
+		envelope(&events.GroupMemberExpirySet{Group: admins, Username: "jdoe", UserID: "7d1c", MembershipRev: 6, AddedAt: at,
+			ExpiresAt: &later, Previous: &at}),
 		envelope(&events.GroupMembersChanged{Group: admins,
-			Added:   []events.Member{{Username: "jdoe", UserID: "7d1c", MembershipRev: 3}, {Username: "asmith", UserID: "8e2d", MembershipRev: 1}},
+			Added:   []events.Member{{Username: "jdoe", UserID: "7d1c", MembershipRev: 3, ExpiresAt: &later}, {Username: "asmith", UserID: "8e2d", MembershipRev: 1}},
 			Removed: []events.Member{{Username: "bob", UserID: "5a0b"}}}),
 	}
 }

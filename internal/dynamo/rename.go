@@ -35,6 +35,7 @@ func (s *CommandStore) MemberStates(ctx context.Context, t commands.Tenant, user
 		added, _ := ParseTime(st.AddedAt)
 		out[getS(it, "id")[len("group#"):]] = commands.MemberState{
 			UserID: st.UserID, GroupVersion: st.GroupVersion, MembershipRev: st.MembershipRev, AddedAt: added,
+			ExpiresAt: st.Expiry(),
 		}
 	}
 	return out, nil
@@ -131,7 +132,7 @@ func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r co
 			ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(r.UserID)},
 		}})
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
-			Item: MemberItem(m.GroupKey, to, r.UserID, m.MembershipRev, m.AddedVersion, FormatTime(m.AddedAt))}})
+			Item: withExpiry(MemberItem(m.GroupKey, to, r.UserID, m.MembershipRev, m.AddedVersion, FormatTime(m.AddedAt)), m.ExpiresAt)}})
 		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
 			Key: map[string]types.AttributeValue{"id": str(UserID(r.From)), "sk": str(GroupPointerSK(m.GroupKey))}}})
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{

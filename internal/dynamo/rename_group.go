@@ -37,6 +37,7 @@ func (s *CommandStore) GroupMemberStates(ctx context.Context, t commands.Tenant,
 			added, _ := ParseTime(st.AddedAt)
 			out = append(out, commands.GroupMember{Username: getS(it, "sk")[len(skMember):], MemberState: commands.MemberState{
 				UserID: st.UserID, GroupVersion: st.GroupVersion, MembershipRev: st.MembershipRev, AddedAt: added,
+				ExpiresAt: st.Expiry(),
 			}})
 		}
 	}

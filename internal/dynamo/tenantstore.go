@@ -42,9 +42,11 @@ func (s *TenantStore) WithTableSettings(set TableSettings) *TenantStore {
 }
 
 // EnsureSharedTables prepares the tables of the command side that every tenant shares
-// (Config, idempotency, SCIM tokens, the erasure ledger).
+// (Config, idempotency, SCIM tokens, the erasure ledger), and the stream-lease table, where
+// a command writes the expiry due index (expiries.go).
 func EnsureSharedTables(ctx context.Context, db *dynamodb.Client, names Names, set TableSettings) error {
-	return EnsureSystemTables(ctx, db, set, ConfigTable(names.Config()), IdempotencyTable(names.Idempotency()), ScimTokensTable(names.ScimTokens()), ErasuresTable(names.Erasures()))
+	return EnsureSystemTables(ctx, db, set, ConfigTable(names.Config()), IdempotencyTable(names.Idempotency()), ScimTokensTable(names.ScimTokens()), ErasuresTable(names.Erasures()),
+		StreamTables(names.StreamLeases(), names.DeadLetters())[0])
 }
 
 // GetTenant reads a tenant row.

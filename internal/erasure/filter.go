@@ -123,6 +123,8 @@ func (f *Filter) Apply(ctx context.Context, system, tenant string, e *events.Env
 		members = []events.Member{{Username: p.Username, UserID: p.UserID}}
 	case *events.GroupMemberRemoved:
 		members = []events.Member{{Username: p.Username, UserID: p.UserID}}
+	case *events.GroupMemberExpirySet:
+		members = []events.Member{{Username: p.Username, UserID: p.UserID}}
 	case *events.GroupMembersChanged:
 		members = append(append(members, p.Added...), p.Removed...)
 	case *events.GroupRenamed:

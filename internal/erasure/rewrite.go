@@ -162,6 +162,11 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 			p.Username, p.UserID, p.Erased = "", "", true
 			changed = true
 		}
+	case *events.GroupMemberExpirySet:
+		if s.isMember(p.Username, p.UserID) {
+			p.Username, p.UserID, p.MembershipRev, p.Erased = "", "", 0, true
+			changed = true
+		}
 	case *events.GroupRenamed:
 		for i, m := range p.Members {
 			if s.isMember(m.Username, m.UserID) {

@@ -31,6 +31,9 @@ func TestRewriteHistoryItemNamesAnErasedMemberOnly(t *testing.T) {
 		{"only the erased one of a group rename", &events.GroupRenamed{Group: g, PreviousName: "Old", PreviousKey: "old", PreviousVersion: 3,
 			Members: []events.RenamedMember{{Username: "amy", UserID: "uid-amy", MembershipRev: 1, AddedAt: at}, {Username: "zed", UserID: "uid-zed", MembershipRev: 2, AddedAt: at}}},
 			map[string]events.Change{"name": {Old: "Old", New: "G"}}, true, `"username":"amy"`},
+		{"a member whose expiry moved is erased", &events.GroupMemberExpirySet{Group: g, Username: "zed", UserID: "uid-zed", MembershipRev: 3,
+			AddedAt: at, ExpiresAt: &at},
+			map[string]events.Change{"member": {Old: "zed", New: "zed"}, "expires_at": {New: at}}, true, `"name":"G"`},
 		{"a record of another member is left alone", &events.GroupMemberAdded{Group: g, Username: "zedd", UserID: "uid-zedd", MembershipRev: 3},
 			map[string]events.Change{"member": {New: "zedd"}}, false, `"zedd"`},
 	}

@@ -90,6 +90,7 @@ func NewRegistry() *Registry {
 		func() Payload { return &GroupMemberAdded{} },
 		func() Payload { return &GroupMemberRemoved{} },
 		func() Payload { return &GroupMembersChanged{} },
+		func() Payload { return &GroupMemberExpirySet{} },
 	} {
 		r.factories[f().EventType()] = f
 	}

@@ -15,6 +15,9 @@ const (
 	// GroupRenamedType: the group took a new name; same id, next version. Its record lives
 	// under the new name's key; the old one is free (docs/storage.md, "Group renames").
 	GroupRenamedType Type = "group.renamed"
+	// GroupMemberExpirySetType: a member's expires_at was set, moved or cleared (API.md,
+	// "Memberships that expire"); the membership itself goes on.
+	GroupMemberExpirySetType Type = "group.member_expiry_set"
 )
 
 // Group is the state of a group aggregate after an event.
@@ -84,6 +87,24 @@ type GroupMemberAdded struct {
 	// MembershipRev is the user's membership revision this addition took; see
 	// User.DeletedMembershipRev.
 	MembershipRev int64 `json:"membership_rev"`
+	// ExpiresAt is when the membership ends by itself (nil: it does not).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// GroupMemberExpirySet: the expiry of a member's membership was set, moved or cleared;
+// the membership itself goes on (its revision and start stay).
+type GroupMemberExpirySet struct {
+	Group    Group  `json:"group"`
+	Username string `json:"username"`
+	UserID   string `json:"user_id"`
+	// MembershipRev and AddedAt are the membership's, as it was added.
+	MembershipRev int64     `json:"membership_rev"`
+	AddedAt       time.Time `json:"added_at"`
+	// ExpiresAt is the new expiry (nil: cleared), Previous the one before.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Previous  *time.Time `json:"previous_expires_at,omitempty"`
+	// Erased: as GroupMemberAdded.Erased.
+	Erased bool `json:"erased,omitempty"`
 }
 
 // GroupMemberRemoved: a user left the group.
@@ -108,6 +129,8 @@ type Member struct {
 	MembershipRev int64 `json:"membership_rev,omitempty"`
 	// Erased: as GroupMemberAdded.Erased.
 	Erased bool `json:"erased,omitempty"`
+	// ExpiresAt is when an added membership ends by itself (nil: it does not).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // ErasedMember is what an erased member becomes in a rewritten record: no name, no id.
@@ -148,6 +171,8 @@ type RenamedMember struct {
 	UserID        string    `json:"user_id"`
 	MembershipRev int64     `json:"membership_rev"`
 	AddedAt       time.Time `json:"added_at"`
+	// ExpiresAt is the membership's expiry, which moves with it (nil: none).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// Erased: as GroupMemberAdded.Erased (no username, no id; no membership projected).
 	Erased bool `json:"erased,omitempty"`
 }
@@ -161,6 +186,8 @@ func (GroupMemberAdded) EventType() Type   { return GroupMemberAddedType }
 func (GroupMemberRemoved) EventType() Type { return GroupMemberRemovedType }
 
 func (GroupMembersChanged) EventType() Type { return GroupMembersChangedType }
+
+func (GroupMemberExpirySet) EventType() Type { return GroupMemberExpirySetType }
 
 // GroupState is the state after any group event.
 func GroupState(p Payload) (Group, bool) {
@@ -176,6 +203,8 @@ func GroupState(p Payload) (Group, bool) {
 	case *GroupMemberRemoved:
 		return e.Group, true
 	case *GroupMembersChanged:
+		return e.Group, true
+	case *GroupMemberExpirySet:
 		return e.Group, true
 	case *GroupRenamed:
 		return e.Group, true

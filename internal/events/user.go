@@ -144,6 +144,8 @@ type RenamedMembership struct {
 	AddedVersion  int64     `json:"added_version"`
 	AddedAt       time.Time `json:"added_at"`
 	MembershipRev int64     `json:"membership_rev"`
+	// ExpiresAt is the membership's expiry, which moves with it (nil: none).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 func (UserRenamed) EventType() Type { return UserRenamedType }

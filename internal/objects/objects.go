@@ -23,6 +23,9 @@ type User struct {
 	Version    int64               `json:"version"`
 	CreatedAt  string              `json:"created_at"`
 	UpdatedAt  string              `json:"updated_at"`
+	// ExpiresAt, in a group's list of members, is when the membership ends by itself
+	// (API.md, "Memberships that expire"); absent elsewhere and when it does not.
+	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
 // Group is a group as API.md's "Objects" shows it; Name keeps the case it was given.
@@ -35,6 +38,9 @@ type Group struct {
 	Version     int64               `json:"version"`
 	CreatedAt   string              `json:"created_at"`
 	UpdatedAt   string              `json:"updated_at"`
+	// ExpiresAt, in a user's list of groups, is when the membership ends by itself;
+	// absent elsewhere and when it does not.
+	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
 // Tenant is a tenant's public settings; the Keycloak client secret is never among them.

@@ -180,6 +180,7 @@ func decodeMembership(item Item) (MembershipView, error) {
 	d.int("version", &m.Version)
 	d.int("membership_rev", &m.MembershipRev)
 	d.str("added_at", &m.AddedAt)
+	d.str("expires_at", &m.ExpiresAt)
 	d.bool("is_deleted", &m.IsDeleted)
 	d.str("updated_at", &m.UpdatedAt)
 	if d.err != nil {

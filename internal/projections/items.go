@@ -91,8 +91,10 @@ type MembershipView struct {
 	Version       int64  `dynamodbav:"version"`
 	MembershipRev int64  `dynamodbav:"membership_rev"`
 	AddedAt       string `dynamodbav:"added_at,omitempty"`
-	IsDeleted     bool   `dynamodbav:"is_deleted"`
-	UpdatedAt     string `dynamodbav:"updated_at,omitempty"`
+	// ExpiresAt is when the membership ends by itself ("" never).
+	ExpiresAt string `dynamodbav:"expires_at,omitempty"`
+	IsDeleted bool   `dynamodbav:"is_deleted"`
+	UpdatedAt string `dynamodbav:"updated_at,omitempty"`
 }
 
 // ActivityView is an activity item (pk EntityPK, sk ActivitySK); ActorGSI and DayGSI list

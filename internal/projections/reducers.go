@@ -99,21 +99,22 @@ func NewReducers(retention time.Duration) map[events.Type]Reducer {
 // stateReducers declare what each event does to the read table.
 func stateReducers() map[events.Type]Reducer {
 	return map[events.Type]Reducer{
-		events.UserCreatedType:         reduceUser,
-		events.UserUpdatedType:         reduceUser,
-		events.UserPasswordChangedType: reduceUser,
-		events.UserDeactivatedType:     reduceUser,
-		events.UserActivatedType:       reduceUser,
-		events.UserDeletedType:         reduceUserDeleted,
-		events.UserErasedType:          reduceUserDeleted,
-		events.UserRenamedType:         reduceUserRenamed,
-		events.GroupCreatedType:        reduceGroup,
-		events.GroupUpdatedType:        reduceGroup,
-		events.GroupDeletedType:        reduceGroupDeleted,
-		events.GroupRenamedType:        reduceGroupRenamed,
-		events.GroupMemberAddedType:    reduceMemberAdded,
-		events.GroupMemberRemovedType:  reduceMemberRemoved,
-		events.GroupMembersChangedType: reduceMembersChanged,
+		events.UserCreatedType:          reduceUser,
+		events.UserUpdatedType:          reduceUser,
+		events.UserPasswordChangedType:  reduceUser,
+		events.UserDeactivatedType:      reduceUser,
+		events.UserActivatedType:        reduceUser,
+		events.UserDeletedType:          reduceUserDeleted,
+		events.UserErasedType:           reduceUserDeleted,
+		events.UserRenamedType:          reduceUserRenamed,
+		events.GroupCreatedType:         reduceGroup,
+		events.GroupUpdatedType:         reduceGroup,
+		events.GroupDeletedType:         reduceGroupDeleted,
+		events.GroupRenamedType:         reduceGroupRenamed,
+		events.GroupMemberAddedType:     reduceMemberAdded,
+		events.GroupMemberRemovedType:   reduceMemberRemoved,
+		events.GroupMembersChangedType:  reduceMembersChanged,
+		events.GroupMemberExpirySetType: reduceMemberExpirySet,
 	}
 }
 
@@ -237,7 +238,7 @@ func reduceMemberAdded(e events.Envelope) (Effects, error) {
 	if p.Erased {
 		return fx, nil // an erased member's membership is gone with the member
 	}
-	m, err := memberAdd(e, g, events.Member{Username: p.Username, UserID: p.UserID, MembershipRev: p.MembershipRev})
+	m, err := memberAdd(e, g, events.Member{Username: p.Username, UserID: p.UserID, MembershipRev: p.MembershipRev, ExpiresAt: p.ExpiresAt})
 	if err != nil {
 		return Effects{}, err
 	}
@@ -261,6 +262,9 @@ func memberAdd(e events.Envelope, g events.Group, m events.Member) (MemberAdd, e
 		Version:       g.Version,
 		MembershipRev: m.MembershipRev,
 		AddedAt:       formatTime(e.OccurredAt),
+	}
+	if m.ExpiresAt != nil {
+		v.ExpiresAt = formatTime(*m.ExpiresAt)
 	}
 	live, err := marshal(v)
 	if err != nil {

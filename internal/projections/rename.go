@@ -39,7 +39,7 @@ func reduceUserRenamed(e events.Envelope) (Effects, error) {
 	for _, m := range p.Memberships {
 		groups = append(groups, m.GroupKey)
 		add, err := memberAdd(e, events.Group{Key: m.GroupKey, Name: m.GroupName, Version: m.GroupVersion},
-			events.Member{Username: p.User.Username, UserID: p.User.ID, MembershipRev: m.MembershipRev})
+			events.Member{Username: p.User.Username, UserID: p.User.ID, MembershipRev: m.MembershipRev, ExpiresAt: m.ExpiresAt})
 		if err != nil {
 			return Effects{}, err
 		}

@@ -25,7 +25,7 @@ func reduceGroupRenamed(e events.Envelope) (Effects, error) {
 		if m.Erased {
 			continue // an erased member's membership is gone with the member
 		}
-		add, err := memberAdd(e, p.Group, events.Member{Username: m.Username, UserID: m.UserID, MembershipRev: m.MembershipRev})
+		add, err := memberAdd(e, p.Group, events.Member{Username: m.Username, UserID: m.UserID, MembershipRev: m.MembershipRev, ExpiresAt: m.ExpiresAt})
 		if err != nil {
 			return Effects{}, err
 		}

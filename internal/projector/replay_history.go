@@ -115,7 +115,7 @@ func (r *Replayer) synthesize(ctx context.Context, row dynamo.Tenant, s stateIte
 		}
 		g.Version = s.GroupVersion
 		env.Kind, env.Key, env.OccurredAt = events.KindGroup, g.Key, parse(s.AddedAt)
-		env.Payload = &events.GroupMemberAdded{Group: g, Username: s.MemberID, UserID: s.UserID, MembershipRev: s.MembershipRev}
+		env.Payload = &events.GroupMemberAdded{Group: g, Username: s.MemberID, UserID: s.UserID, MembershipRev: s.MembershipRev, ExpiresAt: s.Expiry()}
 	case s.Type == "user":
 		u := events.User{ID: s.UserID, Username: s.Username, Email: s.Email, FirstName: s.FirstName, LastName: s.LastName,
 			IsActive: s.IsActive, Attributes: s.Attributes, Version: s.Version, CreatedAt: parse(s.CreatedAt),

@@ -190,6 +190,7 @@ func (s *Service) UserGroups(ctx context.Context, system, tenant, username strin
 			}
 			if currentMembership(m, user, g) {
 				v := groupJSON(g)
+				v.ExpiresAt = m.ExpiresAt
 				out[i] = &v
 			}
 		}
@@ -253,6 +254,7 @@ func (s *Service) GroupMembers(ctx context.Context, system, tenant, name string,
 			}
 			if currentMembership(m, u, group) {
 				v := userJSON(u)
+				v.ExpiresAt = m.ExpiresAt
 				out[i] = &v
 			}
 		}

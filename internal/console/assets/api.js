@@ -209,7 +209,8 @@ export class Tenant {
   updateGroup(name, version, body) { return this.write('PATCH', `/groups/${enc(name)}`, { body, ifMatch: version }); }
   deleteGroup(name, version) { return this.write('DELETE', `/groups/${enc(name)}`, { ifMatch: version }); }
   renameGroup(name, version, newName) { return this.write('POST', `/groups/${enc(name)}/rename`, { body: { name: newName }, ifMatch: version }); }
-  addMember(group, version, user) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version }); }
+  // expiresAt (an ISO instant), when given, is when the membership ends by itself.
+  addMember(group, version, user, expiresAt) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version, body: expiresAt ? { expires_at: expiresAt } : undefined }); }
   changeMembers(group, version, body) { return this.write('POST', `/groups/${enc(group)}/members`, { body, ifMatch: version }); }
   scimTokens(opts) { return request(commandBase(), 'GET', `${this.prefix}/scim-tokens`, opts); }
   removeMember(group, version, user) { return this.write('DELETE', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version }); }

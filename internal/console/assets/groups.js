@@ -122,7 +122,8 @@ export async function groupPage(t, name, params, signal) {
     id: 'members', body: ul, signal, param: 'cursor', trailKey: `${t.id} members ${g.name.toLowerCase()}`, empty: 'No members.', emptyRow: itemOf,
     fetch: async (cursor, sig) => { const { data } = await t.members(g.name, { limit: PAGE, cursor }, { signal: sig }); return { items: data.items, next: data.next_cursor }; },
     render: (items) => items.map((u) => h('li', {},
-      h('span', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username), h('span', { class: 'muted' }, ` ${userName(u)}`)),
+      h('span', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username), h('span', { class: 'muted' }, ` ${userName(u)}`),
+        u.expires_at ? h('span', { class: 'muted expires' }, ` · until ${u.expires_at}`) : ''),
       h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${u.username}`, onclick: (ev) => perform(ev.target.closest('li'), what, async () => {
         const res = await t.removeMember(g.name, g.version, u.username);
         await until(() => t.userGroups(u.username, { limit: 500 }), (r) => !r.data.items.some((x) => x.name.toLowerCase() === g.name.toLowerCase()), signal);
@@ -130,16 +131,18 @@ export async function groupPage(t, name, params, signal) {
       }) }, 'Remove'))),
   });
   const input = h('input', { name: 'username', id: 'add-member-name', autocomplete: 'off' });
+  // Optional: the membership ends by itself then (local time in the picker, sent as UTC).
+  const expiresIn = h('input', { name: 'expires_at', id: 'add-member-expires', type: 'datetime-local' });
   const form = h('form', { class: 'toolbar', id: 'add-member', onsubmit: async (ev) => {
     ev.preventDefault();
     const username = input.value.trim().toLowerCase();
     await perform(form, what, async () => {
-      const res = await t.addMember(g.name, g.version, username);
+      const res = await t.addMember(g.name, g.version, username, expiresIn.value ? new Date(expiresIn.value).toISOString() : undefined);
       // The group's version is in the view before its membership items: wait for both.
       await until(() => t.userGroups(username, { limit: 500 }), (r) => r.data.items.some((x) => x.name.toLowerCase() === g.name.toLowerCase()), signal);
       reloadWith(res.version, `${username} added.`);
     });
-  } }, h('div', { class: 'grow' }, field('Add member (username)', input)), h('button', { type: 'submit' }, 'Add member'));
+  } }, h('div', { class: 'grow' }, field('Add member (username)', input)), field('Expires (optional)', expiresIn), h('button', { type: 'submit' }, 'Add member'));
   membersSec.append(ul, list.el, form);
   list.load(params.get('cursor') || '');
   activitySection(t, `group:${g.name.toLowerCase()}`, g.version, activitySec, signal);
