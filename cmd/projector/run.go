@@ -19,6 +19,7 @@ import (
 	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
+	"github.com/ssodir/ssodir/internal/eventbridge"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/progress"
@@ -54,7 +55,9 @@ GET /v1/applied; unset: the feed refuses everyone), SSO_PROGRESS_MAX_SUBSCRIBERS
 SSO_PROJECTOR_FEED_URL (the feed's URL written in the heartbeat row; default from the listener),
 SSO_ERASURE_SETTLE (default 30s: the wait between an erasure's two passes),
 SSO_EVENTS_RETENTION (default 720h: how long the change feed keeps a change),
-AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
+SSO_EVENTBRIDGE_BUS (an EventBridge bus, name or ARN, every change also goes to; unset: none),
+AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS,
+AWS_ENDPOINT_URL_EVENTBRIDGE.
 `
 
 // consumer names the projector's leases, checkpoints and dead letters.
@@ -72,6 +75,8 @@ type app struct {
 	handler   *projector.Handler
 	projector *projections.Projector
 	eraser    *erasure.Eraser
+	// bus publishes the change feed to SSO_EVENTBRIDGE_BUS; nil without one.
+	bus *eventbridge.Publisher
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
@@ -100,8 +105,14 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
 		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
 	a.handler.Erase(a.eraser, filter)
-	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names),
-		changefeed.Options{Retention: cfg.EventsRetention}), clients.DB)
+	if a.bus, err = a.busPublisher(); err != nil {
+		return err
+	}
+	feedOpts := changefeed.Options{Retention: cfg.EventsRetention}
+	if a.bus != nil {
+		feedOpts.OnAppend = func(string, string) { a.bus.Notify() }
+	}
+	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names), feedOpts), clients.DB)
 	a.handler.Index(asof.New(clients.DB))
 
 	if len(args) == 0 && config.InLambda(env) {
@@ -204,6 +215,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(ctx context.Context){
 			func(ctx context.Context) { <-ctx.Done(); feed.Close() },
 			a.resumeErasures,
+			a.publishToBus,
 		},
 	}.Run(ctx)
 }
