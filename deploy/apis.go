@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -66,10 +67,12 @@ func (s *Stage) httpAPI(service string) awsapigatewayv2.HttpApi {
 
 // Background work that the long-running services do on timers arrives in Lambda mode as
 // a scheduled event with a constant input naming the task (docs/aws.md, "Lambda mode").
-var schedules = []struct {
+type schedule struct {
 	service, task string
 	every         float64 // minutes
-}{
+}
+
+var schedules = []schedule{
 	{CommandAPI, "resume-provisioning", 1},
 	{CommandAPI, "check-mappings", 5},
 	{KeycloakSync, "reconcile", 15},
@@ -83,13 +86,26 @@ var schedules = []struct {
 	{Projector, "expire-memberships", 1},
 }
 
+// publishEvents is the projector's task that sends the change feed to the stage's bus
+// (docs/events.md, "EventBridge"): scheduled only when the stage names one.
+var publishEvents = schedule{Projector, "publish-events", 1}
+
+// scheduled are the stage's scheduled tasks.
+func (s *Stage) scheduled() []schedule {
+	if s.Props.EventBus == "" {
+		return schedules
+	}
+	return append(slices.Clone(schedules), publishEvents)
+}
+
 // A scheduled task is never retried: its next tick comes soon, and a retry would run beside
 // it (two overlapping reconcile rounds). Neither EventBridge (RetryAttempts 0) nor Lambda's
 // asynchronous invocation (MaximumRetryAttempts 0, and no tick older than its interval) tries
 // again.
 func (s *Stage) schedules() {
+	all := s.scheduled()
 	every := map[string]float64{}
-	for _, sc := range schedules {
+	for _, sc := range all {
 		if m, ok := every[sc.service]; !ok || sc.every < m {
 			every[sc.service] = sc.every
 		}
@@ -100,7 +116,7 @@ func (s *Stage) schedules() {
 			MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(every[service])),
 		})
 	}
-	for _, sc := range schedules {
+	for _, sc := range all {
 		awsevents.NewRule(s.Stack, jsii.String(id(sc.service)+id(sc.task)), &awsevents.RuleProps{
 			Description: jsii.String("ssodir " + sc.service + ": " + sc.task),
 			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(sc.every))),

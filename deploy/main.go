@@ -39,7 +39,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	props := StageProps{Stage: stage, Prefix: contextString(app, "prefix", ""), AssetDir: assets, Concurrency: concurrency}
+	props := StageProps{Stage: stage, Prefix: contextString(app, "prefix", ""), AssetDir: assets, Concurrency: concurrency,
+		EventBus: contextString(app, "event-bus", "")}
 	if q := contextString(app, "table-quota", ""); q != "" {
 		if props.TableQuota, err = strconv.Atoi(q); err != nil || props.TableQuota < 1 {
 			return fmt.Errorf("table-quota %q: give the account's DynamoDB table quota, a positive number", q)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -79,6 +80,19 @@ const (
 	reasonDrop = "dropping a tenant's tables on purpose (deletion protection off, then DeleteTable) when a provisioning hits the account's table quota: " +
 		"the end-to-end tests never reach the quota; cmd/command-api's provisioning tests and internal/dynamo's table settings test cover it"
 )
+
+// reasonEventBus: the stage's end-to-end tests name no bus.
+const reasonEventBus = "the projector publishes the change feed to the stage's bus (SSO_EVENTBRIDGE_BUS): " +
+	"internal/eventbridge's tests call PutEvents through the SDK on a strict double; the end-to-end tests run with no bus"
+
+// eventBusARN is the ARN of the stage's bus: as given, or the name's in the stage's account
+// and region.
+func (s *Stage) eventBusARN() *string {
+	if strings.HasPrefix(s.Props.EventBus, "arn:") {
+		return jsii.String(s.Props.EventBus)
+	}
+	return s.arn("events", "event-bus", s.Props.EventBus)
+}
 
 // policies gives each function's role its grants.
 func (s *Stage) policies() {
@@ -180,6 +194,10 @@ func (s *Stage) policies() {
 	}
 	for _, c := range Consumers {
 		grants[c] = append(grants[c], failures(c)...)
+	}
+	if s.Props.EventBus != "" {
+		grants[Projector] = append(grants[Projector], Grant{Sid: "EventBus", Actions: []string{"events:PutEvents"},
+			Resources: []*string{s.eventBusARN()}, Reason: reasonEventBus})
 	}
 	s.Grants = grants
 	for _, service := range Services {

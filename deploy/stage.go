@@ -51,7 +51,12 @@ type StageProps struct {
 	TableQuota int
 	// Concurrency is each function's reserved concurrency (default DefaultConcurrency).
 	Concurrency map[string]int
-	Env         *awscdk.Environment
+	// EventBus is the Amazon EventBridge bus (a name in the stage's account and region, or
+	// an ARN) every change also goes to (-c event-bus=…; SSO_EVENTBRIDGE_BUS): the projector
+	// publishes to it on a schedule and may call events:PutEvents on it, nothing else.
+	// Empty: none.
+	EventBus string
+	Env      *awscdk.Environment
 }
 
 // Names of two stages must never overlap: a stage's roles reach its tables by the pattern
@@ -62,6 +67,9 @@ type StageProps struct {
 var (
 	stageRE  = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`)
 	prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]*_[a-z0-9]+$`)
+	// eventBusRE is a bus's name or ARN (as SSO_EVENTBRIDGE_BUS takes it); not "default",
+	// the account's own bus, which AWS services write to.
+	eventBusRE = regexp.MustCompile(`^(arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[A-Za-z0-9/._-]{1,256}|[A-Za-z0-9._-]{1,256})$`)
 )
 
 func (p *StageProps) defaults() error {
@@ -73,6 +81,9 @@ func (p *StageProps) defaults() error {
 	}
 	if !prefixRE.MatchString(p.Prefix) || len(p.Prefix) > 64 {
 		return fmt.Errorf("prefix %q: two words of lower-case letters and digits joined by one '_' (mbcsso_prod), so that no stage's tables match another's pattern", p.Prefix)
+	}
+	if p.EventBus != "" && !eventBusRE.MatchString(p.EventBus) {
+		return fmt.Errorf("event-bus %q: give an event bus name or an event bus ARN", p.EventBus)
 	}
 	if p.LogRetention == "" {
 		p.LogRetention = awslogs.RetentionDays_THREE_MONTHS
@@ -347,6 +358,9 @@ func (s *Stage) functions(p parameters) error {
 		KeycloakSync: {memory: 512, timeout: awscdk.Duration_Minutes(jsii.Number(10)), env: merge(common, map[string]*string{
 			"SSO_KMS_KEY_ID": s.SecretsKey.KeyArn(),
 		})},
+	}
+	if s.Props.EventBus != "" {
+		specs[Projector].env["SSO_EVENTBRIDGE_BUS"] = jsii.String(s.Props.EventBus)
 	}
 	for _, name := range Services {
 		spec := specs[name]

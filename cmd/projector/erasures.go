@@ -16,7 +16,7 @@ import (
 // tables (docs/erasure.md, "Backups").
 func (a *app) erasures(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "reapply" {
-		return fmt.Errorf("usage: projector erasures reapply --system S --tenant T [--commands-table N --users-table N --activities-table N] [--idempotency-table N --dead-letters-table N --sync-status-table N]")
+		return fmt.Errorf("usage: projector erasures reapply --system S --tenant T [--commands-table N --users-table N --activities-table N] [--idempotency-table N --dead-letters-table N --sync-status-table N --events-table N]")
 	}
 	fs := flag.NewFlagSet("erasures reapply", flag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -29,6 +29,7 @@ func (a *app) erasures(ctx context.Context, args []string, stdout io.Writer) err
 	fs.StringVar(&r.IdempotencyTable, "idempotency-table", "", "a restored copy of the stage's Idempotency-Key table (default: the stage's)")
 	fs.StringVar(&r.DeadLettersTable, "dead-letters-table", "", "a restored copy of the stage's dead-letter table (default: the stage's)")
 	fs.StringVar(&r.SyncStatusTable, "sync-status-table", "", "a restored copy of the stage's Keycloak sync status table (default: the stage's)")
+	fs.StringVar(&r.EventsTable, "events-table", "", "a restored copy of the stage's change feed table, {p}_events (default: the stage's)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

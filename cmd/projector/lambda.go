@@ -50,6 +50,18 @@ func (a *app) lambda(ctx context.Context) error {
 			},
 			// The members whose expiry has come (docs/expiry.md): every minute.
 			"expire-memberships": a.expireOnce,
+			// The change feed to SSO_EVENTBRIDGE_BUS, each tenant up to its head as of the
+			// run (docs/events.md, "EventBridge"); without a bus, nothing.
+			"publish-events": func(ctx context.Context) error {
+				if a.bus == nil {
+					return nil
+				}
+				n, err := a.bus.Once(ctx)
+				if n > 0 {
+					a.log.Info("changes published to the bus", zap.Int("published", n))
+				}
+				return err
+			},
 			// Every pending erasure, until the invocation's deadline less a margin
 			// (docs/erasure.md, "The bound").
 			"resume-erasures": func(ctx context.Context) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
+	"github.com/ssodir/ssodir/internal/eventbridge"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/progress"
@@ -58,7 +59,9 @@ SSO_WEBHOOK_KEY (the command API's, to read the webhooks' secrets; default: deri
 SSO_SECRET_KEY; without either, no webhook is delivered), SSO_WEBHOOKS_ALLOW_PRIVATE (true: webhooks may reach http, private and loopback
 addresses; development and tests),
 SSO_HISTORY_RETENTION (as the command API's: the expiry scheduler's removals' records),
-AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS.
+SSO_EVENTBRIDGE_BUS (an EventBridge bus, name or ARN, every change also goes to; unset: none),
+AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS,
+AWS_ENDPOINT_URL_EVENTBRIDGE.
 `
 
 // consumer names the projector's leases, checkpoints and dead letters.
@@ -76,6 +79,8 @@ type app struct {
 	handler   *projector.Handler
 	projector *projections.Projector
 	eraser    *erasure.Eraser
+	// bus publishes the change feed to SSO_EVENTBRIDGE_BUS; nil without one.
+	bus *eventbridge.Publisher
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
@@ -104,8 +109,14 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
 		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
 	a.handler.Erase(a.eraser, filter)
-	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names),
-		changefeed.Options{Retention: cfg.EventsRetention}), clients.DB)
+	if a.bus, err = a.busPublisher(); err != nil {
+		return err
+	}
+	feedOpts := changefeed.Options{Retention: cfg.EventsRetention}
+	if a.bus != nil {
+		feedOpts.OnAppend = func(string, string) { a.bus.Notify() }
+	}
+	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names), feedOpts), clients.DB)
 	a.handler.Index(asof.New(clients.DB))
 
 	if len(args) == 0 && config.InLambda(env) {
@@ -214,6 +225,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 			a.resumeErasures,
 			deliverWebhooks,
 			a.runExpiries,
+			a.publishToBus,
 		},
 	}.Run(ctx)
 }

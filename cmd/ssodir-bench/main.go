@@ -51,6 +51,7 @@ var scenarios = []scenario{
 	{"erasure", benchErasure},
 	{"deadletters", benchDeadLetters},
 	{"asof", benchAsOf},
+	{"events", benchEvents},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

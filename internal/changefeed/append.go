@@ -49,6 +49,9 @@ type Options struct {
 	RequireWait time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// OnAppend, when set, is told of every transaction that put changes of a tenant into
+	// the feed (it wakes this process's EventBridge publisher). It must not block.
+	OnAppend func(system, tenant string)
 }
 
 // Appender appends changes to the feed. The changes of one tenant that arrive while a
@@ -222,6 +225,9 @@ func (a *Appender) flush(ctx context.Context, system, tenant string, batch []*pe
 		}
 		err = a.write(ctx, system, tenant, st, fedAt, batch, accepted, last, seen)
 		if err == nil {
+			if a.opts.OnAppend != nil {
+				a.opts.OnAppend(system, tenant)
+			}
 			return results
 		}
 		if _, conflict := sdkerr.ConditionFailures(err); !conflict || attempt >= maxConflicts {

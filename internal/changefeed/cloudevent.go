@@ -116,6 +116,9 @@ func FromEnvelope(system, tenant string, env events.Envelope) (Change, error) {
 	if err != nil {
 		return Change{}, fmt.Errorf("changefeed: encode %s: %w", env.Type, err)
 	}
+	if raw, err = Trim(raw, MaxEventBytes); err != nil {
+		return Change{}, err
+	}
 	return Change{System: system, Tenant: tenant, Aggregate: d.ID, Version: env.Version, Requires: requires, Event: raw}, nil
 }
 

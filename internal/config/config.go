@@ -466,7 +466,13 @@ type Projector struct {
 	// HistoryRetention is SSO_HISTORY_RETENTION, as the command API reads it: the history
 	// records of the removals the expiry scheduler makes expire with it (0: kept).
 	HistoryRetention time.Duration
+	// EventBridgeBus is the Amazon EventBridge bus (name or ARN) every change also goes to
+	// (SSO_EVENTBRIDGE_BUS; docs/events.md "EventBridge"); empty: none.
+	EventBridgeBus string
 }
+
+// busName is an EventBridge bus's name or ARN.
+var busName = regexp.MustCompile(`^(arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[A-Za-z0-9/._-]{1,256}|[A-Za-z0-9/._-]{1,256})$`)
 
 // LoadProjector reads Projector from env.
 func LoadProjector(env Env) (Projector, error) {
@@ -482,6 +488,9 @@ func LoadProjector(env Env) (Projector, error) {
 	c.ProgressToken = r.str("SSO_PROGRESS_TOKEN", "")
 	c.ProgressMaxSubscribers = r.positive("SSO_PROGRESS_MAX_SUBSCRIBERS", 64)
 	c.FeedURL = r.baseURL("SSO_PROJECTOR_FEED_URL")
+	if c.EventBridgeBus = r.str("SSO_EVENTBRIDGE_BUS", ""); c.EventBridgeBus != "" && !busName.MatchString(c.EventBridgeBus) {
+		r.fail("SSO_EVENTBRIDGE_BUS: %q is neither an event bus name nor an event bus ARN", c.EventBridgeBus)
+	}
 	switch v := r.str("SSO_PROJECTOR_WRITES", ""); v {
 	case "":
 		c.SinglePuts = !isLocalEndpoint(c.DynamoEndpoint)

@@ -10,8 +10,8 @@ import (
 
 // eraseChangeFeed takes the person out of the tenant's change feed (the stage's shared
 // `{p}_events`, docs/events.md): their own changes deleted, their membership in others'
-// rewritten to an erased member (changefeed.Erase). A stage without the feed table has
-// nothing to erase there.
+// rewritten to an erased member (changefeed.Erase); or of a restored copy of the feed
+// (Restored.EventsTable). A stage without the feed table has nothing to erase there.
 func (x *Eraser) eraseChangeFeed(ctx context.Context, row dynamo.Tenant, subj *Subject) error {
 	ids := make([]string, 0, len(subj.IDs))
 	for id := range subj.IDs {
@@ -22,7 +22,7 @@ func (x *Eraser) eraseChangeFeed(ctx context.Context, row dynamo.Tenant, subj *S
 	for _, f := range subj.Former {
 		names = append(names, f.Username)
 	}
-	err := changefeed.Erase(ctx, x.db, changefeed.TableName(x.names), row.SystemID, row.TenantID, ids, names)
+	err := changefeed.Erase(ctx, x.db, or(x.shared.Events, changefeed.TableName(x.names)), row.SystemID, row.TenantID, ids, names)
 	if missing(err) {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
@@ -26,6 +27,10 @@ type Restored struct {
 	// IdempotencyTable, DeadLettersTable and SyncStatusTable are restored copies of the
 	// stage's shared tables; empty: the stage's own.
 	IdempotencyTable, DeadLettersTable, SyncStatusTable string
+	// EventsTable is a restored copy of the stage's change feed ({p}_events); empty: the
+	// stage's own. The person's changes are found by their erased ids (and usernames, in
+	// others' membership changes), as in the live feed.
+	EventsTable string
 }
 
 // ReapplyResult says what a re-application found.
@@ -39,7 +44,7 @@ type ReapplyResult struct {
 // (docs/erasure.md, "Backups"): it finds them by the hashes of their ids, which every
 // incarnation's records carry, so a user created later under the same name is left alone.
 // Nothing streams into restored tables, so both passes run at once. The tables every
-// tenant shares (Idempotency-Key records, dead letters, the sync status; restored copies
+// tenant shares (Idempotency-Key records, dead letters, the sync status, the change feed; restored copies
 // when r names them) are swept too, by the erased ids where a record holds one and by the
 // time the erased incarnation held the name where it holds none (from its creation to
 // the erasure's completion), so that a later user of the name is never touched. The
@@ -80,7 +85,8 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 		return ReapplyResult{}, err
 	}
 	y := *x
-	y.shared = SharedTables{Idempotency: r.IdempotencyTable, DeadLetters: r.DeadLettersTable, SyncStatus: r.SyncStatusTable}
+	y.shared = SharedTables{Idempotency: r.IdempotencyTable, DeadLetters: r.DeadLettersTable, SyncStatus: r.SyncStatusTable,
+		Events: r.EventsTable}
 	res := ReapplyResult{Erasures: len(entries)}
 	byHash := map[string]string{}   // id hash → erasure id
 	all := map[string]bool{}        // erasure id → its AllIncarnations
@@ -104,6 +110,14 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	}
 	if len(byHash) == 0 {
 		return res, nil
+	}
+	if r.EventsTable != "" {
+		// A restored feed is swept by the ledger's ids themselves (their hashes): it holds
+		// the erased aggregates' changes whether or not the write table still names them.
+		erased := func(id string) bool { return id != "" && byHash[identity.ErasedIDHash(id)] != "" }
+		if _, err := changefeed.EraseRestored(ctx, x.db, r.EventsTable, system, tenant, erased); err != nil {
+			return res, err
+		}
 	}
 	found, err := x.erasedUsernames(ctx, row.CommandsTable, byHash)
 	if err != nil {

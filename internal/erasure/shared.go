@@ -22,6 +22,8 @@ import (
 // SharedTables are the stage's tables every tenant shares that can hold a person.
 type SharedTables struct {
 	Idempotency, DeadLetters, SyncStatus string
+	// Events is a restored copy of the change feed ({p}_events); empty: the stage's.
+	Events string
 }
 
 func (x *Eraser) idempotencyTable() string { return or(x.shared.Idempotency, x.names.Idempotency()) }

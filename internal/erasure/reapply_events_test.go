@@ -1,0 +1,81 @@
+package erasure_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssodir/ssodir/internal/changefeed"
+	"github.com/ssodir/ssodir/internal/commands"
+	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
+	"github.com/ssodir/ssodir/internal/erasure/erasuretest"
+	"github.com/ssodir/ssodir/internal/events"
+)
+
+// TestReapplyCleansARestoredChangeFeed is a restore drill of the stage's change feed: a
+// copy of {p}_events made before the erasure holds the person's own change and a group's
+// membership change naming them; the re-application (--events-table) deletes the one,
+// rewrites the other to an erased member, and leaves another person's change alone.
+func TestReapplyCleansARestoredChangeFeed(t *testing.T) {
+	st := newStage(t)
+	ctx := context.Background()
+	row := st.tenant(t, "s", "feeddrill")
+	at := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	erasureID := "00000000-0000-0000-0000-0000000000e7"
+	ev := st.erasee(t, row, erasuretest.Spec{Username: "erasee", History: 2, Groups: 1, Others: 3, At: at}, erasureID)
+
+	feed := changefeed.TableName(st.names)
+	if err := dynamo.EnsureTable(ctx, st.db, changefeed.Table(feed)); err != nil {
+		t.Fatal(err)
+	}
+	envelope := func(kind events.AggregateKind, key string, v int64, p events.Payload) events.Envelope {
+		return events.Envelope{EventID: key + "-ev", Type: p.EventType(), Kind: kind, Key: key, Version: v, Actor: "seed", OccurredAt: at, Payload: p}
+	}
+	a := changefeed.NewAppender(st.db, feed, changefeed.Options{})
+	for _, env := range []events.Envelope{
+		envelope(events.KindUser, "erasee", 2, &events.UserUpdated{User: events.User{ID: "id-erasee", Username: "erasee", Email: "erasee@example.org", Version: 2}}),
+		envelope(events.KindGroup, "erasee-g0", 3, &events.GroupMemberAdded{Group: events.Group{ID: "gid-0", Key: "erasee-g0", Name: "G0", Version: 3},
+			Username: "erasee", UserID: "id-erasee"}),
+		envelope(events.KindUser, "other", 1, &events.UserCreated{User: events.User{ID: "id-other", Username: "other", Email: "other@example.org", Version: 1}}),
+	} {
+		c, err := changefeed.FromEnvelope(row.SystemID, row.TenantID, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Append(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The restore drill: the feed, copied before the erasure.
+	restored := erasure.Restored{EventsTable: st.copyTable(t, changefeed.Table(feed+"_r"), feed)}
+
+	x := erasure.NewEraser(st.db, st.names, st.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	run(t, st, x, row, ev)
+	if err := x.Ledger().MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceKeycloak); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Reapply(ctx, row.SystemID, row.TenantID, restored); err != nil {
+		t.Fatal(err)
+	}
+
+	canaries := []string{`"erasee"`, `\"erasee\"`, "erasee@", `id-erasee`}
+	var other, group bool
+	for _, it := range st.contents(t, restored.EventsTable) {
+		for _, c := range canaries {
+			if strings.Contains(it, c) {
+				t.Errorf("the restored feed still names the erased person (%s): %.300s", c, it)
+				break
+			}
+		}
+		other = other || strings.Contains(it, "other@example.org")
+		group = group || strings.Contains(it, `member_added`) && strings.Contains(it, `{\"erased\":true}`)
+	}
+	if !other {
+		t.Error("another person's change is gone from the restored feed")
+	}
+	if !group {
+		t.Error("the group's membership change is not in the restored feed with an erased member")
+	}
+}
