@@ -132,6 +132,13 @@ func TestAccessReportOverHTTP(t *testing.T) {
 		}
 	}
 
+	// A writer that cannot flush (Lambda's) gets the same answer, whole.
+	whole := httptest.NewRecorder()
+	h.ServeHTTP(noFlush{whole}, httptest.NewRequest(http.MethodGet, "/v1/systems/acme/tenants/eu/access-report?"+rangeQuery(created, now, "csv").Encode(), nil))
+	if whole.Code != 200 || whole.Body.String() != raw {
+		t.Errorf("through a writer that cannot flush: %d\n%s", whole.Code, whole.Body)
+	}
+
 	// Only the intervals that overlap the range: ann's ended at annOut, [from, to) is
 	// exclusive of to.
 	rec = h.get(rangeQuery(annOut, now, ""))
@@ -166,6 +173,13 @@ func TestAccessReportOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// noFlush is a ResponseWriter that cannot flush, as Lambda's adapter's.
+type noFlush struct{ w http.ResponseWriter }
+
+func (n noFlush) Header() http.Header         { return n.w.Header() }
+func (n noFlush) Write(b []byte) (int, error) { return n.w.Write(b) }
+func (n noFlush) WriteHeader(code int)        { n.w.WriteHeader(code) }
 
 // gatedDB holds the report's scan once the pages before it have returned memberships,
 // until the test lets it go: a handler that buffered its answer would send nothing by
