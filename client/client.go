@@ -244,6 +244,20 @@ func (c *Client) backoff(attempt int) time.Duration {
 }
 
 func (c *Client) send(ctx context.Context, r *request) (*response, error) {
+	hr, err := c.open(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer hr.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hr.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read the answer: %w", r.method, r.path, err)
+	}
+	return &response{status: hr.StatusCode, header: hr.Header, body: data}, nil
+}
+
+// open sends a request and returns the answer with its body unread.
+func (c *Client) open(ctx context.Context, r *request) (*http.Response, error) {
 	// Path segments are escaped by the callers (seg), so the URL is built as text.
 	target := strings.TrimRight(r.base.String(), "/") + r.path
 	if len(r.query) > 0 {
@@ -280,12 +294,7 @@ func (c *Client) send(ctx context.Context, r *request) (*response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
-	defer hr.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hr.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read the answer: %w", r.method, r.path, err)
-	}
-	return &response{status: hr.StatusCode, header: hr.Header, body: data}, nil
+	return hr, nil
 }
 
 // call sends a request and decodes a 2xx JSON body into out (when out is not nil).

@@ -60,6 +60,19 @@ func TestClientCoversTheOpenAPIDocument(t *testing.T) {
 			_, err := tc.Get(ctx)
 			return err
 		},
+		"TenantClient.AccessReport": func(_ *client.Client, tc *client.TenantClient) error {
+			body, err := tc.AccessReport(ctx, time.Unix(0, 0), time.Unix(1, 0), client.ReportCSV)
+			if err == nil {
+				body.Close()
+			}
+			return err
+		},
+		"TenantClient.AccessRows": func(_ *client.Client, tc *client.TenantClient) error {
+			for _, err := range tc.AccessRows(ctx, time.Unix(0, 0), time.Unix(1, 0)) {
+				return err
+			}
+			return nil
+		},
 		"TenantClient.CreateScimToken": func(_ *client.Client, tc *client.TenantClient) error {
 			_, err := tc.CreateScimToken(ctx, client.NewScimToken{Name: "okta"})
 			return err

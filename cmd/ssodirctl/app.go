@@ -187,7 +187,7 @@ func newRoot(s *settings) *cobra.Command {
 	root.SetOut(s.io.out)
 	root.SetErr(s.io.err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.AddCommand(usersCommand(s), groupsCommand(s), activityCommand(s), tenantsCommand(s), scimTokensCommand(s), importCommand(s), exportCommand(s), consoleLinkCommand(s), erasuresCommand(s), eventsCommand(s), webhooksCommand(s))
+	root.AddCommand(usersCommand(s), groupsCommand(s), activityCommand(s), tenantsCommand(s), scimTokensCommand(s), importCommand(s), exportCommand(s), consoleLinkCommand(s), erasuresCommand(s), eventsCommand(s), webhooksCommand(s), accessReportCommand(s))
 	return root
 }
 

@@ -64,9 +64,9 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 	at := Millis(e.OccurredAt)
 	switch p := e.Payload.(type) {
 	case *events.GroupCreated:
-		return x.groupLife(ctx, table, p.Group.ID, p.Group, 0)
+		return x.groupLife(ctx, table, p.Group.ID, p.Group, 0, "")
 	case *events.GroupDeleted:
-		return x.groupLife(ctx, table, p.PreviousID, p.Group, at)
+		return x.groupLife(ctx, table, p.PreviousID, p.Group, at, e.Actor)
 	case *events.GroupMemberAdded:
 		if p.Erased || p.UserID == "" {
 			return nil
@@ -108,16 +108,25 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		}
 		return x.GroupRenamed(ctx, table, p.Group.ID, p.PreviousKey, p.Group.Key, p.Group.Name, at)
 	case *events.UserCreated:
-		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
+		if err := x.userLife(ctx, table, p.User.ID, p.User, 0, "", false); err != nil {
+			return err
+		}
+		return x.userStatus(ctx, table, p.User, e)
+	case *events.UserActivated:
+		return x.userStatus(ctx, table, p.User, e)
+	case *events.UserDeactivated:
+		return x.userStatus(ctx, table, p.User, e)
+	case *events.UserUpdated:
+		return x.userStatus(ctx, table, p.User, e)
 	case *events.UserRenamed:
-		return x.userLife(ctx, table, p.User.ID, p.User, 0, false)
+		return x.userLife(ctx, table, p.User.ID, p.User, 0, "", false)
 	case *events.UserDeleted:
-		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, false); err != nil {
+		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, e.Actor, false); err != nil {
 			return err
 		}
 		return x.userGone(ctx, table, p.PreviousID, p.Groups, e)
 	case *events.UserErased:
-		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, true); err != nil {
+		if err := x.userLife(ctx, table, p.PreviousID, p.User, at, e.Actor, true); err != nil {
 			return err
 		}
 		return x.userGone(ctx, table, p.PreviousID, p.Groups, e)
@@ -196,8 +205,9 @@ func isEdgeAttr(a string) bool           { return len(a) == 13 && (a[0] == 'e' |
 func itemRef(id, sk string) string       { return id + "\x00" + sk }
 func splitRef(r string) (string, string) { id, sk, _ := strings.Cut(r, "\x00"); return id, sk }
 
-// groupLife records a group's name and creation, or (deleted > 0) its deletion.
-func (x *Index) groupLife(ctx context.Context, table, gid string, g events.Group, deleted int64) error {
+// groupLife records a group's name and creation, or (deleted > 0) its deletion and who
+// deleted it (the access report ends the group's intervals there).
+func (x *Index) groupLife(ctx context.Context, table, gid string, g events.Group, deleted int64, by string) error {
 	if gid == "" {
 		return nil
 	}
@@ -208,8 +218,8 @@ func (x *Index) groupLife(ctx context.Context, table, gid string, g events.Group
 	vals := map[string]types.AttributeValue{":g": s(gid), ":c": n(created), ":name": s(g.Name)}
 	names := map[string]string{"#n": nameAttr(created)}
 	if deleted > 0 {
-		set = "SET g = :g, deleted = :d"
-		vals = map[string]types.AttributeValue{":g": s(gid), ":d": n(deleted)}
+		set = "SET g = :g, deleted = :d, deleted_by = :by"
+		vals = map[string]types.AttributeValue{":g": s(gid), ":d": n(deleted), ":by": s(by)}
 		names = nil
 	}
 	if _, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -271,9 +281,9 @@ func (x *Index) held(ctx context.Context, table, partition string, from int64, i
 }
 
 // userLife records a user's names (every name it held, from the state's former names) and
-// creation, or (deleted > 0) its deletion; erased marks an erasure, whose sweep (Erase)
-// then removes the names.
-func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, deleted int64, erased bool) error {
+// creation, or (deleted > 0) its deletion and who deleted it; erased marks an erasure,
+// whose sweep (Erase) then removes the names.
+func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, deleted int64, by string, erased bool) error {
 	if uid == "" {
 		return nil
 	}
@@ -283,8 +293,8 @@ func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, 
 	vals := map[string]types.AttributeValue{":h": s(h)}
 	set := []string{"h = :h"}
 	if deleted > 0 {
-		set = append(set, "deleted = :d")
-		vals[":d"] = n(deleted)
+		set = append(set, "deleted = :d", "deleted_by = :by")
+		vals[":d"], vals[":by"] = n(deleted), s(by)
 		if erased {
 			set = append(set, "erased = :t")
 			vals[":t"] = &types.AttributeValueMemberBOOL{Value: true}

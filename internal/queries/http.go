@@ -40,6 +40,7 @@ func (h *Handlers) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET(Prefix+"/activity", h.activity, mw...)
 	e.GET(Prefix+"/erasures/:erasure_id", h.erasure, mw...)
 	e.GET(Prefix+"/events", h.events, mw...)
+	e.GET(Prefix+"/access-report", h.accessReport, mw...)
 }
 
 func (h *Handlers) erasure(c echo.Context) error {

@@ -50,6 +50,10 @@ func (anyDB) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ .
 	return out, nil
 }
 
+func (anyDB) Scan(_ context.Context, _ *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{anyItem("asof#g#g", "m#a")}}, nil
+}
+
 func anyItem(id, sk string) map[string]types.AttributeValue {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }

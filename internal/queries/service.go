@@ -57,6 +57,9 @@ type Options struct {
 	HistoryRetention time.Duration
 	// Now is the clock of as-of reads (nil: time.Now).
 	Now func() time.Time
+	// ReportPageSize is the items of the read table one page of the access report scans
+	// (0: DynamoDB's 1 MB pages).
+	ReportPageSize int32
 }
 
 // Service answers the query API's reads.
@@ -75,6 +78,8 @@ type Service struct {
 	// retention and now: as-of reads (asof.go).
 	retention time.Duration
 	now       func() time.Time
+	// reportPage is Options.ReportPageSize (report.go).
+	reportPage int32
 }
 
 // New builds a Service over db, with the tables named by names. cursorKey signs cursors
@@ -98,6 +103,7 @@ func New(db DB, names dynamo.Names, cursorKey []byte, opts Options) (*Service, e
 		eventWaiters: make(chan struct{}, maxEventWaiters),
 		retention:    opts.HistoryRetention,
 		now:          opts.Now,
+		reportPage:   opts.ReportPageSize,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -219,7 +219,7 @@ func projectorProcessesSurviveKills(t *testing.T) {
 
 // freshBuild builds the tenant's views afresh from its command log as it is now, and
 // returns a check of the live views against them: equal, with exactly one activity item
-// per event, or how they differ.
+// per event, and as-of answers that match the log (asOfMatchesLog), or how they differ.
 func freshBuild(t *testing.T, e *env, system, tenant string) func() (bool, string) {
 	t.Helper()
 	names := dynamo.Names{Prefix: e.prefix}
@@ -235,6 +235,6 @@ func freshBuild(t *testing.T, e *env, system, tenant string) func() (bool, strin
 		if d := diff(wantAct, snapshot(t, e.db, names.Activities(system, tenant, 0))); d != "" {
 			return false, "activity feed differs from a fresh build:\n" + d
 		}
-		return true, ""
+		return asOfMatchesLog(t, e, names.Commands(system, tenant), names.Users(system, tenant, 0))
 	}
 }

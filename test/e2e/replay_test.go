@@ -21,7 +21,7 @@ import (
 )
 
 // caughtUp waits until the tenant's current read tables equal a fresh build of its
-// command log, and returns the tenant row.
+// command log and answer as-of reads as the log does, and returns the tenant row.
 func caughtUp(t *testing.T, e *env, system, tenant string) dynamo.Tenant {
 	t.Helper()
 	commands := dynamo.Names{Prefix: e.prefix}.Commands(system, tenant)
@@ -44,7 +44,7 @@ func caughtUp(t *testing.T, e *env, system, tenant string) dynamo.Tenant {
 		if d := diff(snapshot(t, e.db, wantAct), snapshot(t, e.db, row.ActivitiesTable)); d != "" {
 			return false, "activity feed differs:\n" + d
 		}
-		return true, ""
+		return asOfMatchesLog(t, e, commands, row.UsersTable)
 	})
 	return row
 }
