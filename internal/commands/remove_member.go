@@ -37,6 +37,10 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		}
 		// An unknown or deleted user is a 404, also when a membership of it is left over
 		// from a delete whose clean-up is pending.
+		counts, err := h.deps.lateWriterCounts(ctx, t, []string{username})
+		if err != nil {
+			return err
+		}
 		u, err := h.deps.Store.LoadUser(ctx, t, username)
 		if err != nil {
 			return err
@@ -69,6 +73,7 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 			Group:           &GroupAggregate{Exists: true, State: next},
 			RemoveMembers:   []Membership{{GroupKey: next.Key, Username: username, UserID: u.State.ID}},
 			RequireMembers:  true,
+			DeleteCounts:    counts,
 			Idempotency:     m.Idempotency,
 			Actor:           m.Actor,
 		}
