@@ -258,6 +258,8 @@ func seedErasee(ctx context.Context, e *env, p *projections.Projector, row dynam
 		envs = append(envs, env)
 		groupItems = append(groupItems, history(env), must(dynamo.GroupConfigItem(g, false, nil)),
 			dynamo.MemberItem(g.Key, username, u.ID, int64(i+1), 2, dynamo.FormatTime(at)))
+		// The member index item the command store writes with the record.
+		groupItems = append(groupItems, dynamo.MemberIndexItems(env)...)
 	}
 	if err := batchWrite(ctx, e.db, row.CommandsTable, writeConcurrency, append(hist, groupItems...)); err != nil {
 		return nil, err
