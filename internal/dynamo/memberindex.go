@@ -14,7 +14,7 @@ import (
 )
 
 // The member index (docs/erasure.md, "The member index"): for every group history record
-// that names a member, an item `memberidx#<user id>` / `<history sk>#<group key>` (with
+// that names a member, an item `memberidx#<user id>` / `ref#<version>#<group key>` (with
 // `group_key` and `version`) in the tenant's write table, so that an erasure finds the
 // group records naming its person by a Query of their ids instead of a Scan of the
 // tenant. The id is the user's immutable one, so the records from before a rename are
@@ -24,7 +24,7 @@ import (
 // A change that names one member (group.member_added, group.member_removed) writes its
 // item in its own transaction. One that may name more than a transaction holds
 // (group.members_changed, group.renamed) writes a pending mark instead,
-// `memberidx-pending` / `<history sk>#<group key>`, and replaces it with the items right
+// `memberidx-pending` / `ref#<version>#<group key>`, and replaces it with the items right
 // after its commit; an erasure reads the marks still there (a writer that died in
 // between) and the records they name. Either way a group record that names someone is,
 // from its commit on, found by the index or by a mark.
@@ -39,6 +39,8 @@ const (
 	MemberIndexPending = "memberidx-pending"
 	memberIndexMarkID  = "memberidx"
 	memberIndexMarkSK  = "complete"
+	// memberIndexSKPrefix begins an index item's sort key: `ref#<version>#<group key>`.
+	memberIndexSKPrefix = "ref#"
 )
 
 // MemberIndexID is the partition of a user id's index items.
@@ -49,7 +51,11 @@ func MemberIndexMarkKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(memberIndexMarkID), "sk": str(memberIndexMarkSK)}
 }
 
-func memberIndexSK(groupKey string, version int64) string { return HistorySK(version) + "#" + groupKey }
+// memberIndexSK never looks like a history record's sort key (the stream's consumers
+// pass over it).
+func memberIndexSK(groupKey string, version int64) string {
+	return fmt.Sprintf("%s%012d#%s", memberIndexSKPrefix, version, groupKey)
+}
 
 func memberIndexRef(id, groupKey string, version int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{

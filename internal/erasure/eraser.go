@@ -167,6 +167,9 @@ func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.User
 	subj := NewSubject(username)
 	subj.IDOnly = !e.AllIncarnations
 	subj.AddIDHashes(entry.IDHashes...)
+	if subj.Former, err = x.keptFormer(ctx, row, e.ErasureID); err != nil {
+		return time.Time{}, err
+	}
 	if err := x.SecondPass(ctx, row, subj, e.ErasureID, entry.PendingGroups); err != nil {
 		return time.Time{}, err
 	}
@@ -202,6 +205,12 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 	emails, exts, err := x.readUserPartition(ctx, row.CommandsTable, subj, found)
 	if err != nil {
 		return nil, err
+	}
+	if p.save != nil && len(subj.Former) > 0 && !p.at(phasePartition) {
+		// For the second pass, which no longer has the partition (formerpass.go).
+		if err := x.keepFormer(ctx, row, erasureID, subj.Former); err != nil {
+			return nil, err
+		}
 	}
 	if p.at(phaseStart) {
 		if err := x.ledger.AddIDHashes(ctx, row.SystemID, row.TenantID, erasureID, subj.IDHashes()); err != nil {
