@@ -164,7 +164,7 @@ func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.User
 	if due := swept.Add(x.opts.Settle); x.opts.Now().Before(due) {
 		return due, nil
 	}
-	subj := NewSubject(username)
+	subj := NewSubject(username, e.PreviousID)
 	subj.IDOnly = !e.AllIncarnations
 	subj.AddIDHashes(entry.IDHashes...)
 	if subj.Former, err = x.keptFormer(ctx, row, e.ErasureID); err != nil {
