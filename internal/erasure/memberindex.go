@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
@@ -26,6 +28,10 @@ func (x *Eraser) memberIndexed(ctx context.Context, table string) (bool, error) 
 	}
 	return out.Item != nil, nil
 }
+
+// rewriteWorkers is how many group records (or group feeds) an erasure rewrites at once:
+// each is a read and a write of its own.
+const rewriteWorkers = 8
 
 // groupRecordRef is a group history record the index points to.
 type groupRecordRef struct {
@@ -80,15 +86,26 @@ func (x *Eraser) rewriteIndexedGroups(ctx context.Context, row dynamo.Tenant, er
 		if err != nil {
 			return err
 		}
+		var mu sync.Mutex
+		rs, rctx := errgroup.WithContext(ctx)
+		rs.SetLimit(rewriteWorkers)
 		for _, it := range items {
 			r := byKey[attrS(it, "id")+"/"+attrS(it, "sk")]
-			changed, err := x.rewriteRecord(ctx, table, it, subj)
-			if err != nil {
-				return err
-			}
-			if changed || !r.pending {
-				found[r.group] = true
-			}
+			rs.Go(func() error {
+				changed, err := x.rewriteRecord(rctx, table, it, subj)
+				if err != nil {
+					return err
+				}
+				if changed || !r.pending {
+					mu.Lock()
+					found[r.group] = true
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+		if err := rs.Wait(); err != nil {
+			return err
 		}
 	}
 	addAll(groups, sortedKeys(found))
