@@ -41,6 +41,9 @@ type scale struct {
 	// scenario instead of waiting on a request or a process that never answers.
 	// -deadline sets it.
 	Deadline time.Duration
+	// EraseOthers are the items of other users in the tenant of the erase scenario (the
+	// issue's 20,000); -erase-others sets it.
+	EraseOthers int
 	// FreshDB starts a DynamoDB Local per scenario (DYNAMODB-LOCAL.md, trap 1); the tiny
 	// scale shares one to stay fast.
 	FreshDB bool
@@ -52,21 +55,21 @@ var scales = map[string]scale{
 		CreateConcurrency: []int{1, 8, 32}, UpdateUsers: 2000,
 		ReadUsers: 10000, ReadGroups: 100, CatchupCommands: 20000,
 		ReplayUsers: 100000, ReplayHistory: 10, KeycloakUsers: 10000, KeycloakGroups: 50,
-		LagSamplesPerS: 40, Tenants: []int{100, 250}, FreshDB: true, Deadline: 2 * time.Hour,
+		LagSamplesPerS: 40, Tenants: []int{100, 250}, FreshDB: true, Deadline: 2 * time.Hour, EraseOthers: 20000,
 	},
 	"small": {
 		Name: "small", Reps: 3, Warmup: 2 * time.Second, Window: 600 * time.Millisecond,
 		CreateConcurrency: []int{1, 8, 32}, UpdateUsers: 400,
 		ReadUsers: 1000, ReadGroups: 10, CatchupCommands: 2000,
 		ReplayUsers: 1000, ReplayHistory: 10, KeycloakUsers: 1000, KeycloakGroups: 5,
-		LagSamplesPerS: 40, Tenants: []int{100}, FreshDB: true, Deadline: 15 * time.Minute,
+		LagSamplesPerS: 40, Tenants: []int{100}, FreshDB: true, Deadline: 15 * time.Minute, EraseOthers: 20000,
 	},
 	"tiny": {
 		Name: "tiny", Reps: 1, Warmup: 100 * time.Millisecond, Window: 300 * time.Millisecond,
 		CreateConcurrency: []int{1, 8}, UpdateUsers: 16,
 		ReadUsers: 70, ReadGroups: 3, CatchupCommands: 20,
 		ReplayUsers: 20, ReplayHistory: 3, KeycloakUsers: 20, KeycloakGroups: 2,
-		LagSamplesPerS: 20, Tenants: []int{4}, FreshDB: false, Deadline: 5 * time.Minute,
+		LagSamplesPerS: 20, Tenants: []int{4}, FreshDB: false, Deadline: 5 * time.Minute, EraseOthers: 1000,
 	},
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // AddMember puts a user into a group: a command on the group. A user already in the group
@@ -61,6 +62,14 @@ func (h AddMemberHandler) Handle(ctx context.Context, t Tenant, cmd AddMember, m
 		if err := checkIfMatch(m, g.State.Version); err != nil {
 			return err
 		}
+		username, ok := identity.NormalizeUsername(cmd.Username)
+		if !ok {
+			return apperr.NotFound("user")
+		}
+		counts, err := h.deps.lateWriterCounts(ctx, t, []string{username})
+		if err != nil {
+			return err
+		}
 		u, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
 		if err != nil {
 			return err
@@ -95,6 +104,7 @@ func (h AddMemberHandler) Handle(ctx context.Context, t Tenant, cmd AddMember, m
 			Group:                 &GroupAggregate{Exists: true, State: next},
 			AddMember:             &Membership{GroupKey: next.Key, Username: u.State.Username, UserID: u.State.ID, ExpiresAt: expiresAt},
 			ExpectedMembershipRev: &rev,
+			DeleteCounts:          counts,
 			Idempotency:           m.Idempotency,
 			Actor:                 m.Actor,
 		}

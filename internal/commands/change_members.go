@@ -125,12 +125,8 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		}
 		result = g.State
 		names := append(slices.Clone(cmd.Add), cmd.Remove...)
-		// The counts of user deletes that cover the users, read before the users, so that
-		// a delete they do not count is one the users show. The transaction conditions on
-		// them: a user deleted or erased after this read makes the change decide again,
-		// so that its record can never name a person an erasure already swept
-		// (docs/erasure.md, "No late writer").
-		counts, err := h.deps.Store.UserDeleteCounts(ctx, t, names)
+		// Read before the users, so that a delete they do not count is one the users show.
+		counts, err := h.deps.lateWriterCounts(ctx, t, names)
 		if err != nil {
 			return err
 		}

@@ -218,3 +218,13 @@ func lookupChanges(old, new []Lookup) (put, del []Lookup) {
 	}
 	return put, del
 }
+
+// lateWriterCounts are the counts of user deletes that cover usernames, for a change that
+// records users in a group's history (ChangeMembers, AddMember, RemoveMember): read before
+// the users are, and set as the change's DeleteCounts, on which its transaction
+// conditions. A user deleted or erased after this read makes the change decide again and
+// find the user gone, so that no group record written after an erasure began can name its
+// person (docs/erasure.md, "No late writer").
+func (d Deps) lateWriterCounts(ctx context.Context, t Tenant, usernames []string) (DeleteCounts, error) {
+	return d.Store.UserDeleteCounts(ctx, t, usernames)
+}

@@ -42,6 +42,10 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		}
 		// An unknown or deleted user is a 404, also when a membership of it is left over
 		// from a delete whose clean-up is pending.
+		counts, err := h.deps.lateWriterCounts(ctx, t, []string{username})
+		if err != nil {
+			return err
+		}
 		u, err := h.deps.Store.LoadUser(ctx, t, username)
 		if err != nil {
 			return err
@@ -90,6 +94,7 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 			RequireMembers:  true,
 			// The transaction checks the expiry again, beside the group's version.
 			RequireExpiresAt: cmd.IfExpiresAt,
+			DeleteCounts:     counts,
 			Idempotency:      m.Idempotency,
 			Actor:            m.Actor,
 		}

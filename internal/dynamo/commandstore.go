@@ -254,6 +254,11 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 		TableName: aws.String(table), Item: record, ConditionExpression: aws.String("attribute_not_exists(sk)"),
 	}})
 
+	indexWrites, indexPending := memberIndexWrites(table, c.Event)
+	for _, w := range indexWrites {
+		add(roleNone, w)
+	}
+
 	username := c.Event.Key
 	if c.ClaimEmail != "" {
 		add(roleEmail, types.TransactWriteItem{Put: &types.Put{
@@ -354,6 +359,9 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
+		if indexPending {
+			s.indexPending(ctx, table, c.Event)
+		}
 		return nil
 	}
 	var tce *types.TransactionCanceledException

@@ -94,6 +94,11 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 		TableName: aws.String(table), Item: record, ConditionExpression: aws.String("attribute_not_exists(sk)"),
 	}})
 
+	indexWrites, indexPending := memberIndexWrites(table, c.Event)
+	for _, w := range indexWrites {
+		add(roleNone, w)
+	}
+
 	to := c.Event.Key
 	if r.Moves() {
 		tomb, err := GroupConfigItem(r.Tombstone, false, nil)
@@ -134,6 +139,9 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
+		if indexPending {
+			s.indexPending(ctx, table, c.Event)
+		}
 		return nil
 	}
 	var tce *types.TransactionCanceledException

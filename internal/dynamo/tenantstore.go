@@ -170,6 +170,9 @@ func (s *TenantStore) EnsureTables(ctx context.Context, system, tenant string) e
 			return err
 		}
 	}
+	if err := markMemberIndex(ctx, s.db, s.names.Commands(system, tenant)); err != nil {
+		return err
+	}
 	if err := s.noteStream(ctx, system, tenant); err != nil {
 		return err
 	}

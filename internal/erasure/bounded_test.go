@@ -102,6 +102,15 @@ func (st *stage) erasee(t *testing.T, row dynamo.Tenant, spec erasuretest.Spec, 
 	return ev
 }
 
+// unindexed makes row a tenant from before the member index: its write table has no mark.
+func (st *stage) unindexed(t *testing.T, row dynamo.Tenant) {
+	t.Helper()
+	_, err := st.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(row.CommandsTable), Key: dynamo.MemberIndexMarkKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // contents is every item of a table, as sorted JSON lines.
@@ -153,13 +162,16 @@ func run(t *testing.T, st *stage, x *erasure.Eraser, row dynamo.Tenant, ev *even
 
 // TestAnErasureWithATinyBudgetFinishesOverManyCallsWithTheSameResult: with a budget that
 // ends every call at its first safe point, an erasure goes on call after call from the
-// position it keeps in the ledger (a Scan segment by segment), finishes, and leaves the
-// tables as an erasure done in one go leaves them.
+// position it keeps in the ledger (a Scan segment by segment, in tenants from before the
+// member index), finishes, and leaves the tables as an erasure done in one go leaves them.
 func TestAnErasureWithATinyBudgetFinishesOverManyCallsWithTheSameResult(t *testing.T) {
 	st := newStage(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	spec := erasuretest.Spec{Username: "erasee", History: 200, Groups: 5, Others: 2500, At: at}
 	tiny, whole := st.tenant(t, "s", "tiny"), st.tenant(t, "s", "whole")
+	// Tenants from before the member index: the erasure Scans their write tables.
+	st.unindexed(t, tiny)
+	st.unindexed(t, whole)
 	evTiny := st.erasee(t, tiny, spec, "00000000-0000-0000-0000-000000000001")
 	evWhole := st.erasee(t, whole, spec, "00000000-0000-0000-0000-000000000002")
 	reg := events.NewRegistry()

@@ -92,8 +92,29 @@ func (x *Eraser) Ledger() *Ledger { return x.ledger }
 // for this process; the Keycloak sync completes its own place). A call does bounded work
 // (progress.go): one that stops at its soft deadline keeps its position and answers
 // again = now.
+// Two calls never work on one erasure at once: each first takes the erasure's lease
+// (lease.go); one that does not get it answers again = when the holder's runs out.
 func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.UserErased) (again time.Time, err error) {
-	again, err = x.step(x.bounded(ctx), system, tenant, e)
+	bctx := x.bounded(ctx)
+	until := softDeadline(bctx).Add(leaseSlack)
+	owner := leaseOwner()
+	held, holder, err := x.ledger.takeLease(ctx, system, tenant, e.ErasureID, owner, time.Now(), until)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !held {
+		x.opts.Log.Info("erasure: another call holds its lease", zap.String("tenant", system+"/"+tenant), zap.String("erasure_id", e.ErasureID))
+		return holder, nil
+	}
+	defer func() {
+		if gerr := x.ledger.giveBackLease(context.WithoutCancel(ctx), system, tenant, e.ErasureID, owner); gerr != nil && err == nil {
+			err = gerr
+		}
+	}()
+	// Nothing of this call goes out after its lease has run out.
+	lctx, cancel := context.WithDeadline(bctx, until)
+	defer cancel()
+	again, err = x.step(lctx, system, tenant, e)
 	if errors.Is(err, errOutOfTime) {
 		return x.opts.Now(), nil
 	}
@@ -143,9 +164,12 @@ func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.User
 	if due := swept.Add(x.opts.Settle); x.opts.Now().Before(due) {
 		return due, nil
 	}
-	subj := NewSubject(username)
+	subj := NewSubject(username, e.PreviousID)
 	subj.IDOnly = !e.AllIncarnations
 	subj.AddIDHashes(entry.IDHashes...)
+	if subj.Former, err = x.keptFormer(ctx, row, e.ErasureID); err != nil {
+		return time.Time{}, err
+	}
 	if err := x.SecondPass(ctx, row, subj, e.ErasureID, entry.PendingGroups); err != nil {
 		return time.Time{}, err
 	}
@@ -181,6 +205,12 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 	emails, exts, err := x.readUserPartition(ctx, row.CommandsTable, subj, found)
 	if err != nil {
 		return nil, err
+	}
+	if p.save != nil && len(subj.Former) > 0 && !p.at(phasePartition) {
+		// For the second pass, which no longer has the partition (formerpass.go).
+		if err := x.keepFormer(ctx, row, erasureID, subj.Former); err != nil {
+			return nil, err
+		}
 	}
 	if p.at(phaseStart) {
 		if err := x.ledger.AddIDHashes(ctx, row.SystemID, row.TenantID, erasureID, subj.IDHashes()); err != nil {
@@ -254,6 +284,9 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 		}
 	}
 	if p.at(phasePartition) {
+		if err := x.deleteMemberIndex(ctx, row.CommandsTable, subj); err != nil {
+			return nil, err
+		}
 		if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), subj.erasedWriteItem); err != nil {
 			return nil, err
 		}
@@ -282,13 +315,19 @@ func addAll(set map[string]bool, keys []string) {
 	}
 }
 
-// rewriteGroups scans the write table for the group history records that name the
-// person (rewritten: an erased member) and the memberships of the person (deleted).
-// Group histories have no index by member, so this is one Scan of the tenant's write
-// table, segment by segment (progress.go): the cost docs/erasure.md states. The groups
-// each segment finds are kept in the ledger for the calls after it.
+// rewriteGroups finds the group history records that name the person (rewritten: an
+// erased member) and the memberships of the person (deleted): by the member index
+// (memberindex.go) when the tenant's write table is marked as indexed, else by a Scan of
+// the tenant's write table (a tenant from before the index), segment by segment
+// (progress.go): the costs docs/erasure.md states. The groups each segment finds are
+// kept in the ledger for the calls after it.
 func (x *Eraser) rewriteGroups(ctx context.Context, row dynamo.Tenant, erasureID string, subj *Subject, groups map[string]bool, p *pass) error {
 	table := row.CommandsTable
+	if indexed, err := x.memberIndexed(ctx, table); err != nil {
+		return err
+	} else if indexed {
+		return x.rewriteIndexedGroups(ctx, row, erasureID, subj, groups, p)
+	}
 	named := "contains(#d, :q)"
 	vals := map[string]types.AttributeValue{
 		":g": s("group#"), ":h": s("config#"), ":q": s(`"` + subj.Username + `"`), ":m": s(dynamo.MemberSK(subj.Username)),
@@ -317,18 +356,8 @@ func (x *Eraser) rewriteGroups(ctx context.Context, row dynamo.Tenant, erasureID
 				memberships = append(memberships, map[string]types.AttributeValue{"id": s(id), "sk": s(sk)})
 				continue
 			}
-			out, changed, err := RewriteHistoryItem(x.reg, it, subj)
-			if err != nil {
-				return fmt.Errorf("rewrite %s/%s: %w", id, sk, err)
-			}
-			if !changed {
-				continue
-			}
-			_, err = x.db.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName: aws.String(table), Item: out, ConditionExpression: aws.String("attribute_exists(id)"),
-			})
-			if err != nil && !sdkerr.ConditionFailed(err) {
-				return fmt.Errorf("rewrite %s/%s: %w", id, sk, dynamo.Translate(err))
+			if _, err := x.rewriteRecord(ctx, table, it, subj); err != nil {
+				return err
 			}
 		}
 		return nil

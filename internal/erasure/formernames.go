@@ -173,28 +173,23 @@ func recordOf(env events.Envelope, subj *Subject) bool {
 // generation: when nobody holds the name, its view partition, its memberships in the
 // groups and its feed from the person's first version there on; when a later user holds
 // it, only the feed items of the person's versions (lo to hi, and the rename's tombstone
-// after hi); the memberships under the name are then the later user's (a read
-// membership holds no id), and tombstones of the person's that name only the old name
-// may stay. The groups' feed items naming the old name are rewritten where the write
+// after hi) and the person's membership tombstones (eraseFormerMemberships: a read
+// membership holds no id, its group record tells whose it is). The groups' feed items naming the old name are rewritten where the write
 // model's records were (their versions).
 func (x *Eraser) eraseFormerRead(ctx context.Context, row dynamo.Tenant, subj *Subject, name string, lo, hi int64, free bool, groups map[string]bool) error {
 	users, activities := readTables(row, x.names)
 	for _, t := range users {
-		if !free {
-			continue // a later user holds the name: the view and memberships are theirs
+		if free {
+			// (When a later user holds the name, the view is theirs.)
+			err := x.deletePartition(ctx, t, "id", dynamo.UserID(name), func(string) bool { return true })
+			if missing(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
 		}
-		err := x.deletePartition(ctx, t, "id", dynamo.UserID(name), func(string) bool { return true })
-		if missing(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		var keys []map[string]types.AttributeValue
-		for g := range groups {
-			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(name))})
-		}
-		if err := x.batchDelete(ctx, t, keys); err != nil && !missing(err) {
+		if err := x.eraseFormerMemberships(ctx, row, t, subj, name, free, groups); err != nil && !missing(err) {
 			return err
 		}
 	}

@@ -38,7 +38,7 @@ const (
 // number, never a key: a Scan's last key would name someone (the ledger names no one).
 const (
 	phaseStart       = ""
-	phaseGroups      = "groups"      // Scan of the write table: group histories, memberships
+	phaseGroups      = "groups"      // group histories, memberships: the member index, or a Scan of the write table
 	phaseReadSide    = "read_side"   // the read and activity tables
 	phaseIdempotency = "idempotency" // Scan of the stage's Idempotency-Key table
 	phaseShared      = "shared"      // dead letters, sync status

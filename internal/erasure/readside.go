@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -96,6 +97,9 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 		if err != nil {
 			return err
 		}
+		// The groups' feeds are apart from each other: a few at once.
+		gs, gctx := errgroup.WithContext(ctx)
+		gs.SetLimit(rewriteWorkers)
 		for g := range groups {
 			var only map[int64]bool
 			if rewritten != nil {
@@ -104,9 +108,10 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 					continue
 				}
 			}
-			if err := x.rewriteFeed(ctx, t, projections.EntityPK("group:"+g), subj, only); err != nil {
-				return err
-			}
+			gs.Go(func() error { return x.rewriteFeed(gctx, t, projections.EntityPK("group:"+g), subj, only) })
+		}
+		if err := gs.Wait(); err != nil {
+			return err
 		}
 	}
 	return nil

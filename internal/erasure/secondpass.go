@@ -51,6 +51,16 @@ func (x *Eraser) secondPass(ctx context.Context, row dynamo.Tenant, subj *Subjec
 		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
 			return err
 		}
+		// Nothing is written under a former name after the rename, but a membership
+		// tombstone there may have been projected since the first pass.
+		if err := x.sweepFormerMemberships(ctx, row, subj, found); err != nil {
+			return err
+		}
+		// A members change that committed before the erasure writes its index items right
+		// after its commit: one that came after the first pass's deletion goes now.
+		if err := x.deleteMemberIndex(ctx, row.CommandsTable, subj); err != nil {
+			return err
+		}
 		places := []string{commands.PlaceReadModel, commands.PlaceActivities}
 		if shared {
 			if err := x.sweepDeadLetters(ctx, row, subj); err != nil {

@@ -2,11 +2,13 @@ package projector_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
@@ -184,5 +186,61 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAnErasureTakesItsMembershipTombstonesUnderAFormerNameAnotherNowHolds: olga was in
+// g and k and was renamed petra, which left tombstones of her memberships under "olga" in
+// the read model; a later olga joined and left k (her own tombstone there). Erasing petra
+// takes the first olga's tombstone in g, which names only the old name, and leaves the
+// later olga's in k as it was.
+func TestAnErasureTakesItsMembershipTombstonesUnderAFormerNameAnotherNowHolds(t *testing.T) {
+	w := newCommandWorld(t)
+	ctx := context.Background()
+	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga"}, w.meta())))
+	for _, g := range []string{"G", "K"} {
+		must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: g}, w.meta())))
+		must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: g, Username: "olga"}, w.meta())))
+	}
+	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
+	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga"}, w.meta())))
+	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "k", Username: "olga"}, w.meta())))
+	must(second(commands.NewRemoveMemberHandler(w.deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "k", Username: "olga"}, w.meta())))
+	w.project(t)
+
+	first := w.get(t, w.row.UsersTable, idsk("group#g", dynamo.MemberSK("olga")))
+	if b, _ := first["is_deleted"].(*types.AttributeValueMemberBOOL); b == nil || !b.Value {
+		t.Fatalf("before the erasure, the first olga's membership of g under her old name is %v, want a tombstone", first)
+	}
+	laterTomb := w.get(t, w.row.UsersTable, idsk("group#k", dynamo.MemberSK("olga")))
+	if b, _ := laterTomb["is_deleted"].(*types.AttributeValueMemberBOOL); b == nil || !b.Value {
+		t.Fatalf("before the erasure, the later olga's membership of k is %v, want a tombstone", laterTomb)
+	}
+
+	erasureID := uuid.NewString()
+	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	w.project(t)
+	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+		t.Fatalf("the erasure: %+v, %v", e, err)
+	}
+	plain := func(it map[string]types.AttributeValue) string {
+		var m map[string]any
+		must(attributevalue.UnmarshalMap(it, &m))
+		return fmt.Sprint(m)
+	}
+	if m := w.get(t, w.row.UsersTable, idsk("group#g", dynamo.MemberSK("olga"))); m != nil {
+		t.Errorf("the first olga's membership tombstone of g under her old name is left: %s", plain(m))
+	}
+	after := w.get(t, w.row.UsersTable, idsk("group#k", dynamo.MemberSK("olga")))
+	if plain(after) != plain(laterTomb) {
+		t.Errorf("the later olga's tombstone of k changed:\n%v\n%v", laterTomb, after)
 	}
 }

@@ -1,7 +1,9 @@
 package projector_test
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -25,10 +27,12 @@ type lateStore struct {
 	commands.Store
 	once         sync.Once
 	beforeCommit func()
+	// on is the record type whose transaction the hook precedes (zero: a members change).
+	on events.Type
 }
 
 func (s *lateStore) Append(ctx context.Context, t commands.Tenant, c commands.Change) error {
-	if c.Event.Type == events.GroupMembersChangedType {
+	if on := cmp.Or(s.on, events.GroupMembersChangedType); c.Event.Type == on {
 		s.once.Do(s.beforeCommit)
 	}
 	return s.Store.Append(ctx, t, c)
@@ -101,5 +105,78 @@ func TestAMembersChangeDecidedBeforeAnErasureNeverCommitsAfterIt(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// stoppedCleanup is the command store of an erase whose process stops right after its
+// transaction, which removed none of the user's memberships: they are left to the
+// clean-up after it, which never runs.
+type stoppedCleanup struct{ commands.Store }
+
+func (stoppedCleanup) MaxMembersPerChange() int { return 0 }
+
+func (stoppedCleanup) RemoveMembersAfter(context.Context, commands.Tenant, commands.Cleanup) error {
+	return errors.New("the process stopped")
+}
+
+// TestASingleMemberChangeDecidedBeforeAnEraseNeverCommitsAfterIt: a single remove
+// (DELETE /groups/{g}/members/{u}) and a single add (PUT) read ann live and decide; before
+// their transaction commits, ann is erased (the command; its process stops before the
+// clean-up of her memberships). Like a members change, each must decide again on the
+// counts of user deletes and answer that ann does not exist, writing no group record
+// after the erasure began. (Without the condition, the remove found her membership still
+// there and recorded a group.member_removed naming her after her erasure.)
+func TestASingleMemberChangeDecidedBeforeAnEraseNeverCommitsAfterIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		on      events.Type
+		member  bool // ann is in the group before
+		command func(ctx context.Context, w *commandWorld, deps commands.Deps) error
+	}{
+		{"remove", events.GroupMemberRemovedType, true, func(ctx context.Context, w *commandWorld, deps commands.Deps) error {
+			_, err := commands.NewRemoveMemberHandler(deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "g", Username: "ann"}, w.meta())
+			return err
+		}},
+		{"put", events.GroupMemberAddedType, false, func(ctx context.Context, w *commandWorld, deps commands.Deps) error {
+			_, err := commands.NewAddMemberHandler(deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newCommandWorld(t)
+			ctx := context.Background()
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann"}, w.meta())))
+			must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+			if tc.member {
+				must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
+			}
+			before, err := w.deps.Store.LoadGroup(ctx, w.tenant, "g")
+			must(err)
+
+			late := &lateStore{Store: w.deps.Store, on: tc.on}
+			late.beforeCommit = func() {
+				deps := w.deps
+				deps.Store = stoppedCleanup{w.deps.Store}
+				if _, err := commands.NewEraseUserHandler(deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: uuid.NewString()}, w.meta()); err != nil {
+					t.Errorf("erase: %v", err)
+				}
+			}
+			deps := w.deps
+			deps.Store = late
+			if err := tc.command(ctx, w, deps); apperr.CodeOf(err) != apperr.CodeNotFound {
+				t.Errorf("the %s answered %v, want not found: ann was erased before it committed", tc.name, err)
+			}
+			after, err := w.deps.Store.LoadGroup(ctx, w.tenant, "g")
+			must(err)
+			if after.State.Version != before.State.Version {
+				t.Errorf("the group went from version %d to %d: a record was written after ann's erasure", before.State.Version, after.State.Version)
+			}
+		})
 	}
 }

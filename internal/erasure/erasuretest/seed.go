@@ -102,6 +102,8 @@ func Seed(ctx context.Context, db *dynamodb.Client, table string, spec Spec) (Se
 			return out, err
 		}
 		items = append(items, dynamo.MemberItem(key, spec.Username, u.ID, 1, 2, dynamo.FormatTime(at)))
+		// As the command store writes it with the record (a table created empty is indexed).
+		items = append(items, dynamo.MemberIndexItems(env)...)
 	}
 	for i := 0; i < spec.Others/10; i++ {
 		if _, err := user(fmt.Sprintf("other-%s-%d", spec.Username, i), 8, false); err != nil {
