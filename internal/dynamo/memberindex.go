@@ -83,6 +83,8 @@ func NamedMemberIDs(p events.Payload) []string {
 		ids = append(ids, p.UserID)
 	case *events.GroupMemberRemoved:
 		ids = append(ids, p.UserID)
+	case *events.GroupMemberExpirySet:
+		ids = append(ids, p.UserID)
 	case *events.GroupMembersChanged:
 		for _, m := range append(slices.Clone(p.Added), p.Removed...) {
 			ids = append(ids, m.UserID)
