@@ -126,11 +126,14 @@ func erasuresResume(s *settings) *cobra.Command {
 				if again.IsZero() {
 					break
 				}
+				done := waitNote(s.io.err, fmt.Sprintf("until erasure %s can go on at %s (its second pass comes SSO_ERASURE_SETTLE after the first; another process may hold it until then)", id, dynamo.FormatTime(again)))
 				select {
 				case <-ctx.Done():
+					done()
 					return ctx.Err()
 				case <-time.After(time.Until(again)):
 				}
+				done()
 			}
 			e, err := x.Ledger().Get(ctx, system, tenant, id)
 			if err != nil {

@@ -11,7 +11,8 @@ import (
 // TestErasuresListPendingAndResume: an erasure whose Keycloak place nobody marks (no sync
 // runs here) stays pending; `erasures list --pending` shows it with the places left,
 // `erasures resume` carries the projector's part on until it is done and says what is
-// left; an unknown erasure is not found.
+// left, and says what it waits for while it waits for the second pass; an unknown erasure
+// is not found.
 func TestErasuresListPendingAndResume(t *testing.T) {
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
@@ -35,7 +36,17 @@ func TestErasuresListPendingAndResume(t *testing.T) {
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		out := c.ok("erasures", "resume", id)
+		start := time.Now()
+		r := c.run("", "erasures", "resume", id)
+		out := r.out
+		if r.code != 0 {
+			t.Fatalf("erasures resume: exit %d\n%s%s", r.code, r.out, r.errOut)
+		}
+		// The second pass comes SSO_ERASURE_SETTLE (10 s or more) after the first: a resume
+		// that waited for it says what it waits for.
+		if time.Since(start) > 3*time.Second && !strings.Contains(r.errOut, "waiting until erasure "+id+" can go on at ") {
+			t.Errorf("erasures resume waited %s silently: stderr %q", time.Since(start).Round(time.Second), r.errOut)
+		}
 		if strings.Contains(out, id) && strings.Contains(out, "left: keycloak\t") {
 			break
 		}
