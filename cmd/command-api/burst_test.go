@@ -131,6 +131,20 @@ func (c *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		answer(http.StatusOK, map[string]any{})
+	case "Scan":
+		// The member index's mark (internal/dynamo, markMemberIndex) is written into a
+		// write table that holds nothing yet; the tables here hold nothing.
+		if !exists {
+			fault("ResourceNotFoundException", "Requested resource not found")
+			return
+		}
+		answer(http.StatusOK, map[string]any{"Items": []any{}, "Count": 0, "ScannedCount": 0})
+	case "PutItem":
+		if !exists {
+			fault("ResourceNotFoundException", "Requested resource not found")
+			return
+		}
+		answer(http.StatusOK, map[string]any{})
 	case "DescribeTimeToLive":
 		answer(http.StatusOK, map[string]any{"TimeToLiveDescription": map[string]any{"TimeToLiveStatus": "ENABLED"}})
 	default:

@@ -16,7 +16,6 @@ import (
 	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
-	"github.com/ssodir/ssodir/internal/secrets"
 	"github.com/ssodir/ssodir/internal/webhooks"
 )
 
@@ -40,7 +39,11 @@ func TestTheProjectorDeliversWebhooks(t *testing.T) {
 		"SSO_WEBHOOKS_ALLOW_PRIVATE": "true"})
 	db := dynamotest.Current(t).DynamoDB()
 	table := changefeed.TableName(dynamo.Names{Prefix: env["SSO_TABLE_PREFIX"]})
-	box, _ := secrets.NewLocal(key)
+	// The box the command API stores secrets with: a key derived from SSO_SECRET_KEY.
+	box, err := webhooks.NewBox(nil, key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	store := webhooks.NewStore(db, table, box, 0, nil)
 	_, secret, err := store.Create(ctx, webhooks.Endpoint{System: "acme", Tenant: "eu", ID: "e1", URL: srv.URL})

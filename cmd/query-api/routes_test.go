@@ -53,12 +53,12 @@ func TestEveryRoute(t *testing.T) {
 					t.Errorf("tenant keys %v, want %v", got, want)
 				}
 				kc, _ := m["keycloak"].(map[string]any)
-				if got, want := keysOf(kc), []string{"client_id", "on_delete", "realm", "url"}; !slices.Equal(got, want) {
+				if got, want := keysOf(kc), []string{"client_id", "on_delete", "realm", "url", "username_changes"}; !slices.Equal(got, want) {
 					t.Errorf("keycloak keys %v, want %v", got, want)
 				}
 				if m["system_id"] != system || m["tenant_id"] != tenantA || m["status"] != "active" ||
 					kc["url"] != querytest.KeycloakURL || kc["realm"] != querytest.KeycloakRealm ||
-					kc["client_id"] != querytest.ClientID || kc["on_delete"] != "disable" {
+					kc["client_id"] != querytest.ClientID || kc["on_delete"] != "disable" || kc["username_changes"] != "unknown" {
 					t.Errorf("tenant %s", r.body)
 				}
 				if strings.Contains(string(r.body), querytest.ClientSecret) || strings.Contains(string(r.body), "secret") {
