@@ -34,3 +34,31 @@ func TestMembersAddExpiresAt(t *testing.T) {
 		}
 	}
 }
+
+// TestImportUsersExpiresAt: import users --expires-at adds the file's memberships (members
+// changes) each ending at that instant, in every group the lines name; an instant that is
+// not RFC 3339, or is past, is a usage error before anything is written.
+func TestImportUsersExpiresAt(t *testing.T) {
+	c := newCtl(t, servicetest.Start(t))
+	c.ok("tenants", "create", "eu")
+	file := writeFile(t, "people.csv", "username,groups\nann,Ops;Dev\nbob,Ops\n")
+	c.fails(exitUsage, "import", "users", file, "--expires-at", "soon")
+	c.fails(exitUsage, "import", "users", file, "--expires-at", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	if users := decodeJSON[[]client.User](t, c.ok("users", "list", "-o", "json")); len(users) != 0 {
+		t.Fatalf("a refused import wrote users: %+v", users)
+	}
+	at := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
+	c.ok("import", "users", file, "--expires-at", at.Format(time.RFC3339))
+	want := dynamo.FormatTime(at)
+	for group, n := range map[string]int{"ops": 2, "dev": 1} {
+		members := decodeJSON[[]client.User](t, c.ok("groups", "members", "list", group, "-o", "json"))
+		if len(members) != n {
+			t.Fatalf("%s members %+v, want %d", group, members, n)
+		}
+		for _, m := range members {
+			if m.ExpiresAt != want {
+				t.Errorf("%s: %s expires at %q, want %q", group, m.Username, m.ExpiresAt, want)
+			}
+		}
+	}
+}

@@ -137,6 +137,7 @@ func lineError(err error) (*client.Error, bool) {
 func importUsers(s *settings) *cobra.Command {
 	var o importOptions
 	var rb readBack
+	var expiresAt string
 	cmd := &cobra.Command{
 		Use:   "users FILE",
 		Short: "Import users from a CSV or JSON Lines file (- for stdin)",
@@ -150,7 +151,8 @@ and content, so running the same file again (after a crash, say) writes nothing 
 user already there with the same fields counts as unchanged, one with other fields is a
 conflict, reported with its reason and left as it is. The memberships go group by group
 in commands of up to 1,000 users each (POST /groups/{name}/members), sent while the users
-are being created.
+are being created. With --expires-at, every membership the import adds ends by itself
+at that instant (a user already a member keeps its own expiry).
 
 With --wait (the default) the import ends only once the query API shows every user it
 created and every group at its last version (X-Min-Version), so that the next command
@@ -173,6 +175,10 @@ groups, password and attr.<key>; several groups or attribute values are separate
 			}
 			if o.concurrency < 1 || o.concurrency > 256 {
 				return usagef("--concurrency %d: want 1 to 256", o.concurrency)
+			}
+			expires, err := importExpiry(expiresAt, time.Now())
+			if err != nil {
+				return err
 			}
 			t, err := s.tenantClient(cmd.Context())
 			if err != nil {
@@ -201,7 +207,7 @@ groups, password and attr.<key>; several groups or attribute values are separate
 			if sum.Invalid = problemLines(s.io.err, lines); sum.Invalid > 0 && !o.skipInvalid {
 				return usagef("%d of %d lines are invalid (listed above); nothing was written (--skip-invalid imports the others)", sum.Invalid, len(lines))
 			}
-			ui := &userImport{t: t, start: time.Now().UTC(), sum: sum}
+			ui := &userImport{t: t, start: time.Now().UTC(), sum: sum, expires: expires}
 			if err := ui.run(cmd.Context(), s, lines, o.concurrency, rb); err != nil {
 				return err
 			}
@@ -213,6 +219,7 @@ groups, password and attr.<key>; several groups or attribute values are separate
 	}
 	o.add(cmd)
 	rb.add(cmd)
+	addExpiryFlag(cmd, &expiresAt)
 	return cmd
 }
 
@@ -227,6 +234,8 @@ type userImport struct {
 	// carries that run's created_at.
 	start time.Time
 	sum   *summary
+	// expires is --expires-at (nil: the memberships do not expire).
+	expires *time.Time
 	// existing are the tenant's users when the run began, by username: a line for one of
 	// them is compared, not written, so a second run of a file writes nothing.
 	existing map[string]client.User
@@ -262,7 +271,7 @@ func (ui *userImport) run(ctx context.Context, s *settings, lines []line[userRec
 		ui.existing[u.Username] = u
 	}
 	bar := newProgress(s.io.err, isTerminal(s.io.err), len(valid), "users")
-	ui.members = newImportMembers(ui.t, ui.sum)
+	ui.members = newImportMembers(ui.t, ui.sum, ui.expires)
 	ui.created = map[string]int64{}
 	mctx, stopMembers := context.WithCancel(ctx)
 	defer stopMembers()

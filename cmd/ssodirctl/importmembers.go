@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ssodir/ssodir/client"
 )
 
@@ -21,6 +23,9 @@ import (
 type importMembers struct {
 	t   *client.TenantClient
 	sum *summary
+	// expires, when not nil, is when every membership the import adds ends by itself
+	// (--expires-at; a user already a member keeps its expiry).
+	expires *time.Time
 
 	mu     sync.Mutex
 	groups map[string]*memberQueue // by lower-cased name
@@ -53,8 +58,16 @@ type pendingMember struct {
 	at       time.Time
 }
 
-func newImportMembers(t *client.TenantClient, sum *summary) *importMembers {
-	return &importMembers{t: t, sum: sum, groups: map[string]*memberQueue{}, done: make(chan struct{})}
+func newImportMembers(t *client.TenantClient, sum *summary, expires *time.Time) *importMembers {
+	return &importMembers{t: t, sum: sum, expires: expires, groups: map[string]*memberQueue{}, done: make(chan struct{})}
+}
+
+// chunks are the members changes that add names, with their expiry when there is one.
+func (m *importMembers) chunks(names []string) []client.MembersChange {
+	if m.expires != nil {
+		return client.MembersChunksUntil(names, *m.expires)
+	}
+	return client.MembersChunks(names, nil)
 }
 
 // add queues the membership of line's user in group and starts the group's sender if it
@@ -107,7 +120,7 @@ func (m *importMembers) send(ctx context.Context, q *memberQueue) {
 		for i, p := range q.pending {
 			names[i] = p.username
 		}
-		n := len(client.MembersChunks(names, nil)[0].Add)
+		n := len(m.chunks(names)[0].Add)
 		batch := q.pending[:n:n]
 		q.pending = q.pending[n:]
 		m.mu.Unlock()
@@ -130,8 +143,11 @@ func (m *importMembers) change(ctx context.Context, q *memberQueue, batch []pend
 		for i, p := range batch {
 			names[i] = p.username
 		}
-		g, err := m.t.ChangeMembers(ctx, q.name, client.MembersChange{Add: names},
-			client.IdempotencyKey(importKey("members", 0, []string{strings.ToLower(q.name), strings.Join(names, ",")})))
+		key := []string{strings.ToLower(q.name), strings.Join(names, ",")}
+		if m.expires != nil {
+			key = append(key, m.expires.UTC().Format(time.RFC3339Nano))
+		}
+		g, err := m.t.ChangeMembers(ctx, q.name, m.chunks(names)[0], client.IdempotencyKey(importKey("members", 0, key)))
 		if err == nil {
 			m.mu.Lock()
 			q.version = g.Version
@@ -192,4 +208,26 @@ func (m *importMembers) wait() (map[string]int64, error) {
 		}
 	}
 	return versions, m.err
+}
+
+// addExpiryFlag adds import users' --expires-at.
+func addExpiryFlag(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "expires-at", "", "RFC 3339 instant at which every membership the import adds ends by itself "+
+		"(users already members keep theirs)")
+}
+
+// importExpiry is --expires-at: nil when not given; a usage error when it is not an RFC
+// 3339 instant after now (the API refuses an expiry in the past).
+func importExpiry(flag string, now time.Time) (*time.Time, error) {
+	if flag == "" {
+		return nil, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, flag)
+	if err != nil {
+		return nil, usagef("--expires-at: %q is not an RFC 3339 instant (such as 2030-03-31T17:00:00Z)", flag)
+	}
+	if !at.After(now) {
+		return nil, usagef("--expires-at: %s is not in the future", flag)
+	}
+	return &at, nil
 }

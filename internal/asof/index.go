@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -71,7 +72,18 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		if p.Erased || p.UserID == "" {
 			return nil
 		}
-		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '+', at, e.Actor)
+		if err := x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '+', at, e.Actor); err != nil {
+			return err
+		}
+		if p.ExpiresAt == nil {
+			return nil
+		}
+		return x.expiry(ctx, table, p.Group.ID, Hash(p.UserID), e.Version, at, p.ExpiresAt)
+	case *events.GroupMemberExpirySet:
+		if p.Erased || p.UserID == "" {
+			return nil
+		}
+		return x.expiry(ctx, table, p.Group.ID, Hash(p.UserID), e.Version, at, p.ExpiresAt)
 	case *events.GroupMemberRemoved:
 		if p.Erased || p.UserID == "" {
 			return nil
@@ -79,22 +91,29 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '-', at, e.Actor)
 	case *events.GroupMembersChanged:
 		type change struct {
-			h  string
-			op byte
+			h       string
+			op      byte
+			expires *time.Time
 		}
 		var cs []change
 		for _, m := range p.Added {
 			if !m.Erased && m.UserID != "" {
-				cs = append(cs, change{Hash(m.UserID), '+'})
+				cs = append(cs, change{Hash(m.UserID), '+', m.ExpiresAt})
 			}
 		}
 		for _, m := range p.Removed {
 			if !m.Erased && m.UserID != "" {
-				cs = append(cs, change{Hash(m.UserID), '-'})
+				cs = append(cs, change{Hash(m.UserID), '-', nil})
 			}
 		}
 		return x.each(ctx, len(cs), func(ctx context.Context, i int) error {
-			return x.edge(ctx, table, p.Group.ID, cs[i].h, edgeAttr(e.Version), cs[i].op, at, e.Actor)
+			if err := x.edge(ctx, table, p.Group.ID, cs[i].h, edgeAttr(e.Version), cs[i].op, at, e.Actor); err != nil {
+				return err
+			}
+			if cs[i].expires == nil {
+				return nil
+			}
+			return x.expiry(ctx, table, p.Group.ID, cs[i].h, e.Version, at, cs[i].expires)
 		})
 	case *events.GroupRenamed:
 		// Every name the group held, each over its whole holding, from the state's former
@@ -389,6 +408,9 @@ var errRace = errors.New("the pair changed meanwhile")
 type Interval struct {
 	From, To           int64
 	AddedBy, RemovedBy string
+	// ExpiresAt is the expiry (epoch ms) the membership had last within the interval
+	// (set by its addition or a later expiry change); 0 when none.
+	ExpiresAt int64
 }
 
 type edgeRec struct {
@@ -396,6 +418,8 @@ type edgeRec struct {
 	op      byte
 	at      int64
 	actor   string
+	// expires is an expiry record's expiry (op 't'; 0: cleared).
+	expires int64
 }
 
 // intervals derives a pair's intervals from its edges: ordered by time (then version), an
@@ -404,11 +428,17 @@ type edgeRec struct {
 func intervals(item map[string]types.AttributeValue) []Interval {
 	var es []edgeRec
 	for a, v := range item {
-		if !isEdgeAttr(a) {
-			continue
-		}
 		sv, ok := v.(*types.AttributeValueMemberS)
 		if !ok {
+			continue
+		}
+		if isExpiryAttr(a) {
+			if r, ok := expiryRec(a, sv.Value); ok {
+				es = append(es, r)
+			}
+			continue
+		}
+		if !isEdgeAttr(a) {
 			continue
 		}
 		parts := strings.SplitN(sv.Value, "|", 3)
@@ -423,12 +453,17 @@ func intervals(item map[string]types.AttributeValue) []Interval {
 		if es[i].at != es[j].at {
 			return es[i].at < es[j].at
 		}
-		return es[i].version < es[j].version
+		if es[i].version != es[j].version {
+			return es[i].version < es[j].version
+		}
+		return es[i].op != 't' && es[j].op == 't' // an addition before the expiry it set
 	})
 	var out []Interval
 	var cur *Interval
 	for _, e := range es {
 		switch {
+		case e.op == 't' && cur != nil:
+			cur.ExpiresAt = e.expires
 		case e.op == '+' && cur == nil:
 			cur = &Interval{From: e.at, To: Open, AddedBy: e.actor}
 		case e.op == '-' && cur != nil:

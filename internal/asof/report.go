@@ -148,6 +148,10 @@ func (r *Reader) reportRows(ctx context.Context, table string, pairs []map[strin
 			t := time.UnixMilli(iv.To).UTC()
 			row.RemovedAt, row.RemovedBy = &t, iv.RemovedBy
 		}
+		if iv.ExpiresAt > 0 {
+			t := time.UnixMilli(iv.ExpiresAt).UTC()
+			row.ExpiresAt = &t
+		}
 		if ul == nil || str(ul, "uid") == "" {
 			row.Erased = true
 		} else {

@@ -36,6 +36,9 @@ func rowString(h *history, r asof.Row) string {
 	if r.RemovedAt != nil {
 		out += " -" + sec(*r.RemovedAt) + " " + r.RemovedBy
 	}
+	if r.ExpiresAt != nil {
+		out += " expires " + sec(*r.ExpiresAt)
+	}
 	var ps []string
 	for _, p := range r.UserPeriods {
 		s := string(p.Status) + " " + sec(p.From) + "-"
@@ -119,6 +122,76 @@ func TestReportIsEveryIntervalOfTheRange(t *testing.T) {
 					if got := report(t, h, table, c.from, c.to, size); !slices.Equal(got, c.want) {
 						t.Errorf("%s (pages of %d): got\n%s\nwant\n%s", c.name, size, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 					}
+				}
+			}
+		})
+	}
+}
+
+// expiryStory: memberships that expire (docs/expiry.md). alice is added expiring at 10,
+// renewed to 20, removed by an admin, added again by a bulk change expiring at 30 and that
+// expiry cleared; bob is added by a bulk change expiring at 5 and removed then by the
+// expiry; carol is added without an expiry and given one later.
+func expiryStory() *history {
+	h := &history{t0: time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)}
+	at := func(sec float64) *time.Time { t := h.at(sec); return &t }
+	eng := events.Group{ID: "g-1", Key: "eng", Name: "Eng", CreatedAt: h.at(1)}
+	h.add(1, events.KindGroup, "eng", "admin", &events.GroupCreated{Group: eng})
+	for _, u := range []string{"alice", "bob", "carol"} {
+		h.add(1, events.KindUser, u, "admin", &events.UserCreated{User: user("u-"+u, u, h.at(1))})
+	}
+	h.add(2, events.KindGroup, "eng", "admin", &events.GroupMemberAdded{Group: eng, Username: "alice", UserID: "u-alice", ExpiresAt: at(10)})
+	h.add(2, events.KindGroup, "eng", "admin", &events.GroupMemberAdded{Group: eng, Username: "carol", UserID: "u-carol"})
+	h.add(3, events.KindGroup, "eng", "admin", &events.GroupMemberExpirySet{Group: eng, Username: "alice", UserID: "u-alice", AddedAt: h.at(2), ExpiresAt: at(20), Previous: at(10)})
+	h.add(4, events.KindGroup, "eng", "scim:okta", &events.GroupMembersChanged{Group: eng,
+		Added: []events.Member{{Username: "bob", UserID: "u-bob", ExpiresAt: at(5)}}})
+	h.add(5, events.KindGroup, "eng", "system:expiry", &events.GroupMemberRemoved{Group: eng, Username: "bob", UserID: "u-bob"})
+	h.add(6, events.KindGroup, "eng", "admin", &events.GroupMemberExpirySet{Group: eng, Username: "carol", UserID: "u-carol", AddedAt: h.at(2), ExpiresAt: at(12)})
+	h.add(7, events.KindGroup, "eng", "admin", &events.GroupMemberRemoved{Group: eng, Username: "alice", UserID: "u-alice"})
+	h.add(8, events.KindGroup, "eng", "admin", &events.GroupMembersChanged{Group: eng,
+		Added: []events.Member{{Username: "alice", UserID: "u-alice", ExpiresAt: at(30)}}})
+	h.add(9, events.KindGroup, "eng", "admin", &events.GroupMemberExpirySet{Group: eng, Username: "alice", UserID: "u-alice", AddedAt: h.at(8), Previous: at(30)})
+	return h
+}
+
+// TestReportKeepsTheExpiryOfEachInterval: each interval of the report carries the expiry
+// it had last (its addition's, a renewal, or none once cleared), never one of another
+// interval of the same pair; an interval the expiry ended shows removed_by system:expiry.
+// Built in order and shuffled with every record twice.
+func TestReportKeepsTheExpiryOfEachInterval(t *testing.T) {
+	ctx := context.Background()
+	h := expiryStory()
+	for _, order := range []string{"in order", "shuffled twice"} {
+		t.Run(order, func(t *testing.T) {
+			x, _, table := newTable(t)
+			es := slices.Clone(h.es)
+			if order != "in order" {
+				rand.New(rand.NewSource(38)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
+				es = append(es, es...)
+			}
+			for _, e := range es {
+				if err := x.Apply(ctx, table, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []struct {
+				name     string
+				from, to float64
+				want     []string
+			}{
+				{"everything", 0, 11, []string{
+					"Eng/g-1 alice/u-alice +2 admin -7 admin expires 20 [active 1-]",
+					"Eng/g-1 alice/u-alice +8 admin [active 1-]",
+					"Eng/g-1 bob/u-bob +4 scim:okta -5 system:expiry expires 5 [active 1-]",
+					"Eng/g-1 carol/u-carol +2 admin expires 12 [active 1-]",
+				}},
+				{"before the renewal", 2, 2.5, []string{
+					"Eng/g-1 alice/u-alice +2 admin -7 admin expires 20 [active 1-]",
+					"Eng/g-1 carol/u-carol +2 admin expires 12 [active 1-]",
+				}},
+			} {
+				if got := report(t, h, table, c.from, c.to, 0); !slices.Equal(got, c.want) {
+					t.Errorf("%s: got\n%s\nwant\n%s", c.name, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 				}
 			}
 		})

@@ -23,6 +23,7 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 	var now time.Time
 	f.deps.Now = func() time.Time { return now }
 	at := func(step float64) time.Time { return t0.Add(time.Duration(step * float64(time.Second))) }
+	expires, renewed := t0.Add(2*time.Hour), t0.Add(3*time.Hour)
 	steps := [][]any{
 		{commands.CreateUser{Username: "ann", Email: "ann@example.com"}, commands.CreateUser{Username: "ben", Email: "ben@example.com"},
 			commands.CreateUser{Username: "cat", Email: "cat@example.com"}, commands.CreateGroup{Name: "G"}},
@@ -33,6 +34,9 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 		{commands.DeleteGroup{Name: "G"}},
 		{commands.CreateGroup{Name: "G"}, commands.AddMember{Group: "G", Username: "ann"}},
 		{commands.RenameGroup{Name: "G", NewName: "H"}},
+		// An expiry set when added, then renewed: the report has the renewed one.
+		{commands.AddMember{Group: "H", Username: "bea", Expiry: &commands.ExpiryChange{At: &expires}}},
+		{commands.AddMember{Group: "H", Username: "bea", Expiry: &commands.ExpiryChange{At: &renewed}}},
 	}
 	for i, s := range steps {
 		now = at(float64(i + 1))
@@ -59,6 +63,7 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 		// The rename: the name g is free, the group (and its member) under h.
 		{8.5, "g", nil},
 		{8.5, "h", []string{"ann"}},
+		{10.5, "h", []string{"ann", "bea"}},
 	} {
 		page, err := r.Members(ctx, f.next.Users, c.group, asof.Millis(at(c.at)), 50, "")
 		if c.want == nil {
@@ -75,5 +80,19 @@ func TestReplayRebuildsTheAsOfIndex(t *testing.T) {
 		if err != nil || !slices.Equal(got, c.want) || page.Next != nil {
 			t.Errorf("%s at +%vs: %v (next %v), %v; want %v", c.group, c.at, got, page.Next, err, c.want)
 		}
+	}
+	var rows []asof.Row
+	if err := asof.Report(ctx, f.db, f.next.Users, asof.Millis(at(0)), asof.Millis(at(11)), 0, func(rs []asof.Row) error {
+		for _, row := range rs {
+			if row.Username == "bea" && row.Group == "H" {
+				rows = append(rows, row)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].ExpiresAt == nil || !rows[0].ExpiresAt.Equal(renewed) {
+		t.Errorf("bea's interval in H from the rebuilt index: %+v; want one expiring at %v (the renewal)", rows, renewed)
 	}
 }

@@ -481,7 +481,8 @@ function userGroupsSection(t, u, sec, params, signal) {
     empty: 'Not in any group.', emptyRow: itemOf,
     fetch: async (cursor, sig) => { const { data } = await t.userGroups(u.username, { limit: PAGE, cursor }, { signal: sig }); return { items: data.items, next: data.next_cursor }; },
     render: (items) => items.map((g) => h('li', {},
-      h('a', { href: tenantHash(t, 'groups', g.name) }, g.name),
+      h('span', {}, h('a', { href: tenantHash(t, 'groups', g.name) }, g.name),
+        g.expires_at ? h('span', { class: 'muted expires' }, ` · until ${g.expires_at}`) : ''),
       h('button', { type: 'button', class: 'link', 'aria-label': `Remove from ${g.name}`, onclick: (ev) => perform(ev.target.closest('li'), `Group ${g.name}`, async () => {
         const { data: cur } = await t.group(g.name);
         await t.removeMember(g.name, cur.version, u.username);
