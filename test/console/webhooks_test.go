@@ -153,3 +153,37 @@ func TestWebhooksPageCreatesWatchesReplaysRotatesAndDeletes(t *testing.T) {
 	mustCall(t, 200, "GET", acme+"/webhooks", nil)
 	b.noErrors()
 }
+
+// TestWebhooksPageMarksADisabledEndpoint: an endpoint the projector disabled (here: held at a
+// failing change past the feed's retention, which the projector has at 3 s) is marked in the
+// list and on its page, with the reason in words and Replay offered to enable it; a replay
+// from a malformed cursor is refused on that field.
+func TestWebhooksPageMarksADisabledEndpoint(t *testing.T) {
+	rcv := &receiver{}
+	rcv.failing.Store(true)
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	in := newInstall(t, "SSO_WEBHOOKS_ALLOW_PRIVATE=true")
+	in.start("command-api")
+	in.start("projector", "SSO_EVENTS_RETENTION=3s")
+	in.start("query-api")
+	tenants := in.url("command-api") + "/v1/systems/demo/tenants"
+	mustCall(t, 201, "POST", tenants, map[string]any{"tenant_id": "acme"})
+	acme := tenants + "/acme"
+	mustCall(t, 201, "POST", acme+"/webhooks", map[string]any{"url": srv.URL + "/down", "description": "ticketing"})
+	mustCall(t, 201, "POST", acme+"/users", map[string]any{"username": "ann"})
+
+	b := newBrowser(t)
+	a := b.ctx
+	b.run(a, "the list marks the endpoint disabled, with why",
+		chromedp.Navigate(consoleURL(t, in)), waitFor("#users tbody tr"), click(`#nav a[href$="/webhooks"]`),
+		refreshUntil("#webhooks", "#webhooks-refresh", "Disabled", "no longer kept"), waitFor("#webhooks tbody tr.disabled"))
+	b.run(a, "its page says it is disabled, since when, why and what to do",
+		click("#webhooks tbody a"), waitText("#webhook-state", "Disabled: nothing is sent"),
+		waitText("#webhook-state", "no longer kept"), waitText("#webhook-state", "Replay enables it"),
+		waitText("#replay-webhook", "Replay and enable"))
+	b.run(a, "a replay from a malformed cursor is refused on its field",
+		click("#replay-webhook"), setValue("#replay-after", "not-a-cursor"), click("#confirm-replay"),
+		waitFor(`#replay-after[aria-invalid="true"]`), waitText("#webhook-state", "Disabled"))
+	b.noErrors()
+}
