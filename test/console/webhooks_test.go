@@ -180,7 +180,7 @@ func TestWebhooksPageMarksADisabledEndpoint(t *testing.T) {
 		refreshUntil("#webhooks", "#webhooks-refresh", "Disabled", "no longer kept"), waitFor("#webhooks tbody tr.disabled"))
 	b.run(a, "its page says it is disabled, since when, why and what to do",
 		click("#webhooks tbody a"), waitText("#webhook-state", "Disabled: nothing is sent"),
-		waitText("#webhook-state", "no longer kept"), waitText("#webhook-state", "Replay enables it"),
+		waitText("#webhook-state", "no longer kept"), waitText("#webhook-state", "Replay from a recent cursor"), waitNoText("main", "null"),
 		waitText("#replay-webhook", "Replay and enable"))
 	b.run(a, "a replay from a malformed cursor is refused on its field",
 		click("#replay-webhook"), setValue("#replay-after", "not-a-cursor"), click("#confirm-replay"),

@@ -43,7 +43,7 @@ export function problemWords(err) {
   if (/not a public address/.test(s)) return 'The host name now leads to a private address, which webhooks may not reach.';
   if (/certificate|x509|tls/i.test(s)) return 'The receiver’s HTTPS certificate is not trusted.';
   if (/connection reset|EOF|broken pipe/.test(s)) return 'The receiver closed the connection without answering.';
-  if (/retention/.test(s)) return 'It stopped so long ago that the changes it missed are no longer kept: replay it from a newer point.';
+  if (/retention/.test(s)) return 'It stopped so long ago that the changes it missed are no longer kept.';
   return s;
 }
 
@@ -146,9 +146,11 @@ function stateAlert(e) {
   if (e.state === 'disabled') {
     return h('div', { class: 'form-error', role: 'alert', id: 'webhook-state' },
       h('strong', {}, 'Disabled: nothing is sent to this endpoint. '),
-      e.disabled_at ? ['It was disabled ', time(e.disabled_at), e.failed_attempts ? ` after ${e.failed_attempts} failed attempts. ` : '. '] : '',
+      e.disabled_at ? ['It was disabled ', time(e.disabled_at), e.failed_attempts ? ` after ${e.failed_attempts} failed attempt${e.failed_attempts === 1 ? '' : 's'}. ` : '. '] : '',
       why ? ['Last problem: ', why, ' '] : '',
-      'Once the receiver works again, Replay enables it; it then gets every change it missed, in order.');
+      /retention/.test(e.last_error || '')
+        ? 'Replay from a recent cursor of the change feed (GET /events) enables it; changes before that cursor are not sent.'
+        : 'Once the receiver works again, Replay enables it; it then gets every change it missed, in order.');
   }
   if (e.failing_since) {
     return h('div', { class: 'alert warn', role: 'status', id: 'webhook-state' },
@@ -249,6 +251,6 @@ export async function webhookPage(t, id, signal) {
 
   page('Webhook', h('p', { class: 'crumbs' }, h('a', { href: tenantHash(t, 'webhooks') }, 'Webhooks'), ` / ${e.url}`),
     h('h1', {}, 'Webhook', stateBadge(e)),
-    secret ? secretBox(secret) : null, stateAlert(e),
+    ...[secret ? secretBox(secret) : null, stateAlert(e)].filter(Boolean),
     h('div', { class: 'grid' }, details, deliveriesSection(t, e, signal)));
 }
