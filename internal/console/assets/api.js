@@ -213,6 +213,15 @@ export class Tenant {
   addMember(group, version, user, expiresAt) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version, body: expiresAt ? { expires_at: expiresAt } : undefined }); }
   changeMembers(group, version, body) { return this.write('POST', `/groups/${enc(group)}/members`, { body, ifMatch: version }); }
   scimTokens(opts) { return request(commandBase(), 'GET', `${this.prefix}/scim-tokens`, opts); }
+  // Webhooks live on the command API only (tenants:admin), reads included.
+  hooks(method, path, opts) { return request(commandBase(), method, `${this.prefix}/webhooks${path}`, opts); }
+  webhooks(opts) { return this.hooks('GET', '', opts); }
+  webhook(id, opts) { return this.hooks('GET', `/${enc(id)}`, opts); }
+  webhookDeliveries(id, params, opts) { return this.hooks('GET', `/${enc(id)}/deliveries${query(params)}`, opts); }
+  createWebhook(body) { return this.hooks('POST', '', { body }); }
+  deleteWebhook(id) { return this.hooks('DELETE', `/${enc(id)}`); }
+  replayWebhook(id, body) { return this.hooks('POST', `/${enc(id)}/replay`, { body }); }
+  rotateWebhookSecret(id) { return this.hooks('POST', `/${enc(id)}/rotate-secret`); }
   removeMember(group, version, user) { return this.write('DELETE', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version }); }
 }
 

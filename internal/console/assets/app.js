@@ -9,6 +9,7 @@ import { tenantActivityPage } from './activity.js';
 import { groupPage, groupsPage, newGroupPage } from './groups.js';
 import { opsPage } from './ops.js';
 import { accessPage } from './access.js';
+import { newWebhookPage, webhookPage, webhooksPage } from './webhooks.js';
 
 const main = document.getElementById('main');
 export const PAGE = 25;
@@ -56,7 +57,7 @@ function header(t, section) {
   const s = session();
   if (!s) return;
   if (t) {
-    for (const [key, label] of [['users', 'Users'], ['groups', 'Groups'], ['activity', 'Activity'], ['access', 'Access'], ['ops', 'Operations']]) {
+    for (const [key, label] of [['users', 'Users'], ['groups', 'Groups'], ['activity', 'Activity'], ['access', 'Access'], ['webhooks', 'Webhooks'], ['ops', 'Operations']]) {
       nav.append(h('a', { href: tenantHash(t, key), 'aria-current': section === key ? 'page' : null }, label));
     }
     who.append(h('span', { class: 'tenant', title: 'Tenant' }, t.id), h('a', { href: '#/tenants' }, 'Change tenant'));
@@ -118,6 +119,9 @@ export async function render() {
     else if (section === 'groups') await groupPage(t, name, params, signal);
     else if (section === 'activity') await tenantActivityPage(t, params, signal);
     else if (section === 'access') await accessPage(t, params, signal);
+    else if (section === 'webhooks' && !name) await webhooksPage(t, signal);
+    else if (section === 'webhooks' && name === '+new') newWebhookPage(t);
+    else if (section === 'webhooks') await webhookPage(t, name, signal);
     else if (section === 'ops') await opsPage(t, signal);
     else page('Not found', h('h1', {}, 'Not found'), h('p', {}, h('a', { href: tenantHash(t, 'users') }, 'Users')));
     if (!sub) focusHeading();
