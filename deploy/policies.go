@@ -82,6 +82,12 @@ const (
 )
 
 // reasonEventBus: the stage's end-to-end tests name no bus.
+const reasonWebhookKey = "the command API and the projector read SSO_WEBHOOK_KEY, the key of the webhooks' secrets, from this secret " +
+	"at start (internal/webhooks, box.go); the end-to-end tests derive it from SSO_SECRET_KEY instead, so no test records the read"
+
+const reasonAccessReport = "GET /access-report scans the tenant's read table page by page (internal/asof, report.go); " +
+	"its tests run the query API's handlers on DynamoDB Local (internal/queries, cmd/query-api), not an end-to-end run"
+
 const reasonEventBus = "the projector publishes the change feed to the stage's bus (SSO_EVENTBRIDGE_BUS): " +
 	"internal/eventbridge's tests call PutEvents through the SDK on a strict double; the end-to-end tests run with no bus"
 
@@ -108,7 +114,8 @@ func (s *Stage) policies() {
 		Resources: []*string{key}, Conditions: s.viaService("dynamodb"), Reason: reasonTableKeyWrite}
 	secretKey := Grant{Sid: "SecretDecrypt", Actions: []string{"kms:Decrypt"}, Resources: []*string{key},
 		Conditions: s.viaService("secretsmanager"), Reason: reasonSecretKey}
-	webhookKey := Grant{Sid: "WebhookKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.WebhookKey.SecretArn()}}
+	webhookKey := Grant{Sid: "WebhookKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.WebhookKey.SecretArn()},
+		Reason: reasonWebhookKey}
 	streams := Grant{Sid: "Streams", Actions: []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"},
 		Resources: s.streams()}
 	// Each consumer's mappings send to its own queue, which it alone reads.
@@ -131,6 +138,10 @@ func (s *Stage) policies() {
 				"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
+			// Provisioning marks a new write table, found empty by a Scan of one item, as
+			// holding the member index from its first record (internal/dynamo, markMemberIndex).
+			{Sid: "MemberIndexMark", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
+				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands")}},
 			{Sid: "TenantTables", Actions: []string{"dynamodb:CreateTable", "dynamodb:TagResource", "dynamodb:DescribeTimeToLive",
 				"dynamodb:UpdateTimeToLive"}, Resources: s.tenantTables()},
 			{Sid: "TenantTablesBackups", Actions: []string{"dynamodb:DescribeContinuousBackups", "dynamodb:UpdateContinuousBackups"},
@@ -165,6 +176,11 @@ func (s *Stage) policies() {
 		QueryAPI: {
 			{Sid: "Tables", Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:DescribeTable"}, Resources: s.tables()},
 			{Sid: "CursorKey", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []*string{s.CursorKey.SecretArn()}},
+			// GET /access-report reads the tenant's read table whole, page by page
+			// (internal/asof, report.go): its current generation or a replay's.
+			{Sid: "AccessReport", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
+				s.arn("dynamodb", "table", s.Props.Prefix+"_*_users"), s.arn("dynamodb", "table", s.Props.Prefix+"_*_users_r*")},
+				Reason: reasonAccessReport},
 			readKey, secretKey, logs(QueryAPI),
 		},
 		Projector: {
@@ -172,8 +188,8 @@ func (s *Stage) policies() {
 				"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"},
 				Resources: s.tables()},
 			tenantList,
-			// An erasure scans a tenant's write table (group histories have no index by
-			// member) and the Idempotency-Key records (no index by tenant): docs/erasure.md.
+			// An erasure scans a tenant's write table when it predates the member index
+			// (no mark) and the Idempotency-Key records (no index by tenant): docs/erasure.md.
 			{Sid: "ErasureScan", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
 				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands"), s.arn("dynamodb", "table", s.Names.Idempotency()),
 				// Once per stage: the ledger's entries written before their id items.
