@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spf13/cobra"
 	"github.com/ssodir/ssodir/client"
 )
 
@@ -106,4 +108,38 @@ func tenantRow(t client.Tenant) []string {
 		kc = t.Keycloak.URL + " realm " + t.Keycloak.Realm
 	}
 	return []string{t.SystemID, t.TenantID, t.Status, kc, t.UpdatedAt}
+}
+
+// tenantListCommand is a `list` subcommand printing every item of one of --tenant's lists
+// (its SCIM tokens, its webhooks), a row each; an empty list prints as [] in JSON.
+func tenantListCommand[T any](s *settings, short, example string, list func(*client.TenantClient, context.Context) ([]T, error),
+	header []string, row func(T) []string) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   short,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tc, err := s.tenantClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := s.printer()
+			if err != nil {
+				return err
+			}
+			items, err := list(tc, cmd.Context())
+			if err != nil {
+				return err
+			}
+			if items == nil {
+				items = []T{}
+			}
+			rows := make([][]string, 0, len(items))
+			for _, it := range items {
+				rows = append(rows, row(it))
+			}
+			return p.list(items, header, rows)
+		},
+	}
 }

@@ -88,34 +88,9 @@ keeps only an HMAC of it. Without --expires-in or --expires-at it does not expir
 }
 
 func scimTokenList(s *settings) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
-		Short:   "List --tenant's SCIM tokens (never their secrets)",
-		Example: "  ssodirctl scim-tokens list --system acme --tenant eu",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
-			if err != nil {
-				return err
-			}
-			items, err := tc.ListScimTokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if items == nil {
-				items = []client.ScimToken{}
-			}
-			rows := make([][]string, 0, len(items))
-			for _, t := range items {
-				rows = append(rows, scimTokenRow(t))
-			}
-			return p.list(items, scimTokenHeader, rows)
-		},
-	}
+	return tenantListCommand(s, "List --tenant's SCIM tokens (never their secrets)",
+		"  ssodirctl scim-tokens list --system acme --tenant eu",
+		(*client.TenantClient).ListScimTokens, scimTokenHeader, scimTokenRow)
 }
 
 func scimTokenRevoke(s *settings) *cobra.Command {

@@ -68,34 +68,9 @@ with SSO_WEBHOOKS_ALLOW_PRIVATE=true.`,
 }
 
 func webhookList(s *settings) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
-		Short:   "List --tenant's endpoints and their delivery state (never their secrets)",
-		Example: "  ssodirctl webhooks list --system acme --tenant eu",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
-			if err != nil {
-				return err
-			}
-			items, err := tc.ListWebhooks(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if items == nil {
-				items = []client.Webhook{}
-			}
-			rows := make([][]string, 0, len(items))
-			for _, w := range items {
-				rows = append(rows, webhookRow(w))
-			}
-			return p.list(items, webhookHeader, rows)
-		},
-	}
+	return tenantListCommand(s, "List --tenant's endpoints and their delivery state (never their secrets)",
+		"  ssodirctl webhooks list --system acme --tenant eu",
+		(*client.TenantClient).ListWebhooks, webhookHeader, webhookRow)
 }
 
 func webhookDeliveries(s *settings) *cobra.Command {
