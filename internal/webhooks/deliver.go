@@ -264,6 +264,16 @@ func (d *Deliverer) serve(ctx context.Context, e Endpoint) (err error) {
 // errFailed ends a run at a failed attempt, which gave the lease back with its record.
 var errFailed = errors.New("webhooks: an attempt failed")
 
+// record lists an attempt made, also when the deliverer is stopping meanwhile (a change
+// the endpoint got is listed even if the process stops right after), within a few seconds.
+func (d *Deliverer) record(ctx context.Context, e Endpoint, rec Delivery) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := d.store.record(rctx, e, rec); err != nil {
+		d.log.Warn("webhooks: could not record a delivery", zap.String("webhook", e.ID), zap.Error(err))
+	}
+}
+
 // attempt delivers one change and records the attempt: delivered, the position moves past
 // it; failed, the next attempt is scheduled (or the endpoint disabled) and the run ends.
 func (d *Deliverer) attempt(ctx context.Context, e Endpoint, secrets []string, h eventHeader, body []byte, at changefeed.Position) (Endpoint, error) {
@@ -276,9 +286,7 @@ func (d *Deliverer) attempt(ctx context.Context, e Endpoint, secrets []string, h
 	if perr == nil {
 		rec.Status = "delivered"
 		d.attempts.WithLabelValues("delivered").Inc()
-		if err := d.store.record(ctx, e, rec); err != nil {
-			d.log.Warn("webhooks: could not record a delivery", zap.String("webhook", e.ID), zap.Error(err))
-		}
+		d.record(ctx, e, rec)
 		return d.store.advance(ctx, e, d.owner, at, true, d.o.Lease)
 	}
 	d.attempts.WithLabelValues("failed").Inc()
@@ -292,9 +300,7 @@ func (d *Deliverer) attempt(ctx context.Context, e Endpoint, secrets []string, h
 	if !giveUp {
 		rec.NextAttempt = e.NextAttempt
 	}
-	if err := d.store.record(ctx, e, rec); err != nil {
-		d.log.Warn("webhooks: could not record a delivery", zap.String("webhook", e.ID), zap.Error(err))
-	}
+	d.record(ctx, e, rec)
 	if giveUp {
 		return e, d.disable(ctx, e)
 	}
