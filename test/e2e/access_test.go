@@ -147,24 +147,20 @@ func TestAccessHistoryEndToEnd(t *testing.T) {
 	e.start("projector")
 	q = e.start("query-api", oidc...)
 
-	var gone time.Time
+	// The removal is seen once the expiry's activity item is there (the projector writes it
+	// from the removal's record); an absent member alone could be one whose addition the
+	// restarted projector has not reached yet.
+	var r response
+	var act page[map[string]any]
 	eventually(t, 90*time.Second, "the expired member's removal after the outage", func() (bool, string) {
-		r := call(t, "GET", read()+"/groups/ops/members", nil)
+		r = call(t, "GET", read()+"/activity?actor="+url.QueryEscape("system:expiry"), nil)
 		if r.status != 200 {
 			return false, fmt.Sprintf("%d %s", r.status, r.body)
 		}
-		var p page[struct {
-			Username string `json:"username"`
-		}]
-		r.json(t, &p)
-		for _, m := range p.Items {
-			if m.Username == "cat" {
-				return false, "cat is still a member"
-			}
-		}
-		gone = time.Now()
-		return true, ""
+		r.json(t, &act)
+		return len(act.Items) > 0, string(r.body)
 	})
+	gone := time.Now()
 	wExpired := window{from: expires, to: gone}
 	if !restarted.After(expires) {
 		t.Fatalf("the services restarted at %s, before the expiry %s", restarted, expires)
@@ -213,17 +209,11 @@ func TestAccessHistoryEndToEnd(t *testing.T) {
 		return len(bad) == 0, strings.Join(bad, "\n")
 	})
 
-	// Exactly one removal by the expiry, as the group's activity shows.
-	var r response
-	var act page[map[string]any]
-	eventually(t, 30*time.Second, "the expiry's activity", func() (bool, string) {
-		r = call(t, "GET", read()+"/activity?actor="+url.QueryEscape("system:expiry"), nil)
-		if r.status != 200 {
-			return false, fmt.Sprintf("%d %s", r.status, r.body)
-		}
-		r.json(t, &act)
-		return len(act.Items) > 0, string(r.body)
-	})
+	// Exactly one removal by the expiry, as the activity of system:expiry shows.
+	r = call(t, "GET", read()+"/activity?actor="+url.QueryEscape("system:expiry"), nil)
+	mustStatus(t, r, 200)
+	act = page[map[string]any]{}
+	r.json(t, &act)
 	if len(act.Items) != 1 {
 		t.Errorf("the expiry's activity: want one item, got %d: %s", len(act.Items), r.body)
 	}
