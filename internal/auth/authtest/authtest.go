@@ -72,8 +72,11 @@ func NewIssuer(t testing.TB) *Issuer {
 			{Key: iss.EC.Public(), KeyID: ECKeyID, Algorithm: "ES256", Use: "sig"},
 		}})
 	})
-	iss.srv = httptest.NewServer(mux)
-	iss.URL = iss.srv.URL
+	// The URL is known before the server serves: its handlers read it, also for requests
+	// from other processes, which the race detector cannot see come after this write.
+	iss.srv = httptest.NewUnstartedServer(mux)
+	iss.URL = "http://" + iss.srv.Listener.Addr().String()
+	iss.srv.Start()
 	t.Cleanup(iss.srv.Close)
 	return iss
 }
