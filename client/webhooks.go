@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 // NewWebhook is an endpoint to register: its URL (https, a public address), the event
@@ -16,47 +18,16 @@ type NewWebhook struct {
 }
 
 // Webhook is a tenant's webhook endpoint and its delivery state. Secret ("whsec_…") is set
-// only in the answers to CreateWebhook and RotateWebhookSecret: it is shown once.
-type Webhook struct {
-	ID          string   `json:"id"`
-	URL         string   `json:"url"`
-	Types       []string `json:"types"`
-	Description string   `json:"description"`
-	// State is "active" or "disabled" (after failing for a day; ReplayWebhook re-enables it).
-	State     string `json:"state"`
-	CreatedAt string `json:"created_at"`
-	CreatedBy string `json:"created_by"`
-	Secret    string `json:"secret,omitempty"`
-	// PreviousSecretUntil: after a rotation, the replaced secret signs too until then.
-	PreviousSecretUntil *string `json:"previous_secret_until,omitempty"`
-	FailedAttempts      int     `json:"failed_attempts"`
-	FailingSince        *string `json:"failing_since,omitempty"`
-	NextAttempt         *string `json:"next_attempt,omitempty"`
-	LastError           string  `json:"last_error,omitempty"`
-	LastStatus          int     `json:"last_status,omitempty"`
-	DisabledAt          *string `json:"disabled_at,omitempty"`
-	LastDeliveredAt     *string `json:"last_delivered_at,omitempty"`
-}
+// only in the answers to CreateWebhook and RotateWebhookSecret: it is shown once. It is the
+// command API's own type, so that the client and the API cannot drift apart.
+type Webhook = objects.Webhook
 
 // WebhookDelivery is one attempt to deliver one change.
-type WebhookDelivery struct {
-	EventID        string  `json:"event_id"`
-	Type           string  `json:"type"`
-	Subject        string  `json:"subject,omitempty"`
-	Attempt        int     `json:"attempt"`
-	Status         string  `json:"status"` // delivered or failed
-	ResponseStatus int     `json:"response_status,omitempty"`
-	Error          string  `json:"error,omitempty"`
-	At             string  `json:"at"`
-	NextAttempt    *string `json:"next_attempt,omitempty"`
-}
+type WebhookDelivery = objects.WebhookDelivery
 
 // WebhookDeliveryPage is a page of an endpoint's delivery attempts, newest first;
 // NextCursor (empty on the last page) asks for the next.
-type WebhookDeliveryPage struct {
-	Items      []WebhookDelivery `json:"items"`
-	NextCursor string            `json:"next_cursor,omitempty"`
-}
+type WebhookDeliveryPage = objects.WebhookDeliveryList
 
 // CreateWebhook registers an endpoint for the tenant's changes (scope tenants:admin); it
 // gets the changes committed from now on. The answer holds its secret, shown this once.

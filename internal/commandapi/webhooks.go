@@ -291,7 +291,7 @@ func webhookJSON(e webhooks.Endpoint) objects.Webhook {
 	out := objects.Webhook{ID: e.ID, URL: e.URL, Types: e.Types, Description: e.Description, State: e.State,
 		CreatedAt: objects.Timestamp(e.CreatedAt), CreatedBy: e.CreatedBy, FailedAttempts: e.Attempt,
 		FailingSince: optTime(e.FailingSince), NextAttempt: optTime(e.NextAttempt), LastError: e.LastError,
-		LastStatus: e.LastStatus, DisabledAt: optTime(e.DisabledAt), DeliveredAt: optTime(e.DeliveredAt)}
+		LastStatus: e.LastStatus, DisabledAt: optTime(e.DisabledAt), LastDeliveredAt: optTime(e.DeliveredAt)}
 	if out.Types == nil {
 		out.Types = []string{}
 	}

@@ -130,13 +130,13 @@ type Webhook struct {
 	// PreviousSecretUntil: the secret a rotation replaced signs too until then.
 	PreviousSecretUntil *string `json:"previous_secret_until,omitempty"`
 	// FailedAttempts counts the failed attempts at the change it is held at.
-	FailedAttempts int     `json:"failed_attempts"`
-	FailingSince   *string `json:"failing_since,omitempty"`
-	NextAttempt    *string `json:"next_attempt,omitempty"`
-	LastError      string  `json:"last_error,omitempty"`
-	LastStatus     int     `json:"last_status,omitempty"`
-	DisabledAt     *string `json:"disabled_at,omitempty"`
-	DeliveredAt    *string `json:"last_delivered_at,omitempty"`
+	FailedAttempts  int     `json:"failed_attempts"`
+	FailingSince    *string `json:"failing_since,omitempty"`
+	NextAttempt     *string `json:"next_attempt,omitempty"`
+	LastError       string  `json:"last_error,omitempty"`
+	LastStatus      int     `json:"last_status,omitempty"`
+	DisabledAt      *string `json:"disabled_at,omitempty"`
+	LastDeliveredAt *string `json:"last_delivered_at,omitempty"`
 }
 
 // WebhookList is the answer to GET …/webhooks.
