@@ -8,11 +8,7 @@ import (
 
 // printActivity prints a feed, newest first, at most max items (0: all).
 func printActivity(cmd *cobra.Command, s *settings, f client.ActivityFilter, max int) error {
-	t, err := s.tenantClient(cmd.Context())
-	if err != nil {
-		return err
-	}
-	p, err := s.printer()
+	t, p, err := s.tenantPrinter(cmd.Context())
 	if err != nil {
 		return err
 	}

@@ -127,6 +127,20 @@ func (s *settings) tenantClient(ctx context.Context) (*client.TenantClient, erro
 	return c.Tenant(s.system, s.tenant), nil
 }
 
+// tenantPrinter is the client scoped to --system and --tenant, and the printer of
+// --output: what most commands on a tenant start with.
+func (s *settings) tenantPrinter(ctx context.Context) (*client.TenantClient, *printer, error) {
+	tc, err := s.tenantClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := s.printer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return tc, p, nil
+}
+
 // systemClient is the client and printer for a command on --system's tenants.
 func (s *settings) systemClient(ctx context.Context) (*client.Client, *printer, error) {
 	if s.system == "" {

@@ -30,11 +30,7 @@ func groupCreate(s *settings) *cobra.Command {
 		Example: `  ssodirctl groups create "Site Admins" --description "people who run the site"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -69,11 +65,7 @@ func groupGet(s *settings) *cobra.Command {
 		Example: `  ssodirctl groups get "site admins" -o json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -100,11 +92,7 @@ func groupList(s *settings) *cobra.Command {
 		Example: "  ssodirctl groups list -o yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -136,11 +124,7 @@ func groupUpdate(s *settings) *cobra.Command {
 		Example: `  ssodirctl groups update admins --description "the admins" --if-match 2`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -187,11 +171,7 @@ func memberList(s *settings) *cobra.Command {
 		Example: "  ssodirctl groups members list admins",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

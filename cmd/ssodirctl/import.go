@@ -180,11 +180,7 @@ groups, password and attr.<key>; several groups or attribute values are separate
 			if err != nil {
 				return err
 			}
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -479,11 +475,7 @@ once the query API shows every group it created.`,
 			if o.concurrency < 1 || o.concurrency > 256 {
 				return usagef("--concurrency %d: want 1 to 256", o.concurrency)
 			}
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

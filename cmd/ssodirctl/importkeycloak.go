@@ -87,11 +87,7 @@ settings, General, Unmanaged attributes: Enabled), as keycloak-sync needs too.`,
 			if concurrency < 1 || concurrency > 64 {
 				return usagef("--concurrency %d: want 1 to 64", concurrency)
 			}
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

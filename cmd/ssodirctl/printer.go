@@ -120,11 +120,7 @@ func tenantListCommand[T any](s *settings, short, example string, list func(*cli
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			tc, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

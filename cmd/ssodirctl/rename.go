@@ -14,11 +14,7 @@ func userRename(s *settings) *cobra.Command {
   ssodirctl users rename jdoe jane.doe --if-match 3`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -44,11 +40,7 @@ func groupRename(s *settings) *cobra.Command {
   ssodirctl groups rename admins wheel --if-match 3`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

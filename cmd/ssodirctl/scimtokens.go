@@ -57,11 +57,7 @@ keeps only an HMAC of it. Without --expires-in or --expires-at it does not expir
 				}
 				in.ExpiresAt = &at
 			}
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			tc, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -111,11 +111,7 @@ func userCreate(s *settings) *cobra.Command {
   printf '%s\n' "$PASSWORD" | ssodirctl users create jdoe --email jdoe@example.com --password`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -164,11 +160,7 @@ func userGet(s *settings) *cobra.Command {
 		Example: "  ssodirctl users get jdoe -o yaml",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -200,11 +192,7 @@ func userList(s *settings) *cobra.Command {
   ssodirctl users list --email jdoe@example.com -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -250,11 +238,7 @@ func userUpdate(s *settings) *cobra.Command {
   ssodirctl users update jdoe --attr dept=eng --attr dept=ops`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -307,11 +291,7 @@ func userAction(s *settings, action, short string) *cobra.Command {
 		Example: "  ssodirctl users " + action + " jdoe",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -402,11 +382,7 @@ func userGroups(s *settings) *cobra.Command {
 		Example: "  ssodirctl users groups jdoe",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			t, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -43,11 +43,7 @@ with SSO_WEBHOOKS_ALLOW_PRIVATE=true.`,
   ssodirctl webhooks create https://siem.example.com/in --type user.created --type user.deleted -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			tc, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -82,11 +78,7 @@ func webhookDeliveries(s *settings) *cobra.Command {
 		Example: "  ssodirctl webhooks deliveries 3f0c… --limit 20",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			tc, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -127,11 +119,7 @@ from where it stands.`,
 		Example: "  ssodirctl webhooks replay 3f0c… --after eyJ2Ijo…",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			tc, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -171,11 +159,7 @@ func webhookRotate(s *settings) *cobra.Command {
 		Short: "Give an endpoint a new secret, shown this once; the old one signs too for 24 hours",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := s.tenantClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := s.printer()
+			tc, p, err := s.tenantPrinter(cmd.Context())
 			if err != nil {
 				return err
 			}
