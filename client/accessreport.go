@@ -10,30 +10,17 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
-// AccessRow is one membership interval of the access report (docs/history.md).
-type AccessRow struct {
-	Group       string       `json:"group"`
-	GroupID     string       `json:"group_id"`
-	Username    string       `json:"username"`
-	UserID      string       `json:"user_id"`
-	Erased      bool         `json:"erased,omitempty"`
-	AddedAt     time.Time    `json:"added_at"`
-	AddedBy     string       `json:"added_by"`
-	RemovedAt   *time.Time   `json:"removed_at"`
-	RemovedBy   string       `json:"removed_by"`
-	ExpiresAt   *time.Time   `json:"expires_at"`
-	UserPeriods []UserPeriod `json:"user_periods"`
-}
+// AccessRow is one membership interval of the access report (docs/history.md): the
+// query API's own type.
+type AccessRow = objects.AccessRow
 
 // UserPeriod is a period of a user's life: Status is active, inactive, deleted or unknown;
 // To is nil while it lasts.
-type UserPeriod struct {
-	Status string     `json:"status"`
-	From   time.Time  `json:"from"`
-	To     *time.Time `json:"to"`
-}
+type UserPeriod = objects.UserPeriod
 
 // Report formats.
 const (

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 // ScanDB is what the access report reads with: a Reader's calls and Scan.
@@ -18,39 +20,12 @@ type ScanDB interface {
 
 var _ ScanDB = (*dynamodb.Client)(nil)
 
-// Row is one membership interval of the access report (docs/history.md, "The access
-// report").
-type Row struct {
-	// Group is the name the group held at the later of AddedAt and the report's from;
-	// GroupID is the group's id (a group deleted and re-created is another id).
-	Group   string `json:"group"`
-	GroupID string `json:"group_id"`
-	// Username is the name the user held at that same instant; UserID the user's id.
-	// Both are empty, and Erased true, for a member erased since.
-	Username string `json:"username"`
-	UserID   string `json:"user_id"`
-	Erased   bool   `json:"erased,omitempty"`
-	// AddedAt / AddedBy: the change that began the interval, and its actor as recorded.
-	AddedAt time.Time `json:"added_at"`
-	AddedBy string    `json:"added_by"`
-	// RemovedAt / RemovedBy: the change that ended it (a removal, the user's delete or the
-	// group's delete); nil and "" while it lasts.
-	RemovedAt *time.Time `json:"removed_at"`
-	RemovedBy string     `json:"removed_by"`
-	// ExpiresAt is the instant the membership was set to expire at, when the interval
-	// records one (memberships that expire); nil otherwise.
-	ExpiresAt *time.Time `json:"expires_at"`
-	// UserPeriods are the user's periods (active, inactive, deleted) that overlap the
-	// report's range, in order: whether the member could sign in meanwhile.
-	UserPeriods []Period `json:"user_periods"`
-}
+// Row is one membership interval of the access report: the query API's and the Go
+// client's shape (internal/objects), so they cannot drift apart.
+type Row = objects.AccessRow
 
 // Period is one period of a user's life: [From, To), To nil while it lasts.
-type Period struct {
-	Status Status     `json:"status"`
-	From   time.Time  `json:"from"`
-	To     *time.Time `json:"to"`
-}
+type Period = objects.UserPeriod
 
 // Report reads the access report of table: every membership interval that overlaps
 // [from, to) (epoch ms), handed to emit a scan page at a time, so that the answer never

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/objects"
 )
 
 // A user's life item keeps whether the user was active after each of its versions that
@@ -44,16 +45,16 @@ func (x *Index) userStatus(ctx context.Context, table string, u events.User, e e
 	return nil
 }
 
-// Status names a period of a user's life in the access report.
-type Status string
+// Status names a period of a user's life in the access report (objects.UserStatus).
+type Status = objects.UserStatus
 
 // The statuses of a user's periods. Unknown: the user's life item was indexed before the
 // index kept statuses (a replay rebuilds them).
 const (
-	StatusActive   Status = "active"
-	StatusInactive Status = "inactive"
-	StatusDeleted  Status = "deleted"
-	StatusUnknown  Status = "unknown"
+	StatusActive   = objects.UserActive
+	StatusInactive = objects.UserInactive
+	StatusDeleted  = objects.UserDeleted
+	StatusUnknown  = objects.UserUnknown
 )
 
 // period is [from, to) in epoch ms (to Open while it lasts).
