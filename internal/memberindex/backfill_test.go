@@ -71,11 +71,12 @@ func (w *world) must(what string, err error) {
 	}
 }
 
-func (w *world) user(name string) {
+func (w *world) user(name string) (id string) {
 	w.t.Helper()
-	_, err := commands.NewCreateUserHandler(w.deps, nil).Handle(context.Background(), w.tenant,
+	u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(context.Background(), w.tenant,
 		commands.CreateUser{Username: name, Email: name + "@example.org", FirstName: "First" + name, LastName: "Last" + name}, w.meta())
 	w.must("create user "+name, err)
+	return u.ID
 }
 
 func (w *world) group(name string) {
