@@ -58,12 +58,14 @@ func erasuresIndexMembers(s *settings) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if p.HeldUntil.IsZero() && p.Segs > 0 {
+					fmt.Fprintf(s.io.err, "%s: %s\n", name, p)
+				}
 				if p.Complete {
 					fmt.Fprintf(s.io.out, "%s: member index complete\n", name)
 					return nil
 				}
 				if p.HeldUntil.IsZero() {
-					fmt.Fprintf(s.io.err, "%s: %s\n", name, p)
 					continue
 				}
 				done := waitNote(s.io.err, fmt.Sprintf("until %s, when another process's lease on the backfill of %s runs out (%s)",

@@ -131,7 +131,8 @@ type Progress struct {
 	Seg, Segs int
 	// Records are the group records indexed so far, Items the index items they have.
 	Records, Items int64
-	// Complete: the table carries the mark; nothing is left.
+	// Complete: the table carries the mark; nothing is left. (The call that wrote it
+	// answers the backfill's last position and counts too.)
 	Complete bool
 	// HeldUntil, when set, is when the lease another process holds runs out: this call did
 	// nothing.
@@ -140,7 +141,7 @@ type Progress struct {
 
 func (p Progress) String() string {
 	switch {
-	case p.Complete:
+	case p.Complete && p.Segs == 0:
 		return "complete"
 	case p.Segs == 0:
 		return "not started"
@@ -271,7 +272,8 @@ func (ix *Indexer) Step(ctx context.Context, table string) (p Progress, err erro
 		return Progress{Complete: true}, fmt.Errorf("remove the member index backfill's state of %s: %w", table, dynamo.Translate(err))
 	}
 	finished = true
-	return Progress{Complete: true}, nil
+	st.Complete = true
+	return st, nil
 }
 
 // ignoreLost is err, but nil for a lease lost: the call stops, and the process that took
