@@ -49,7 +49,7 @@ func (ix *Indexer) Round(ctx context.Context, rows []dynamo.Tenant) (RoundResult
 		if p.Complete {
 			res.Complete++
 		}
-		if p.HeldUntil.IsZero() && (p.Complete || p.Segs > 0) {
+		if p.HeldUntil.IsZero() && p.Segs > 0 {
 			res.Worked++
 			ix.opts.Log.Info("member index backfill", zap.String("tenant", row.SystemID+"/"+row.TenantID), zap.String("progress", p.String()))
 		}
