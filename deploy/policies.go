@@ -189,7 +189,8 @@ func (s *Stage) policies() {
 				Resources: s.tables()},
 			tenantList,
 			// An erasure scans a tenant's write table when it predates the member index
-			// (no mark) and the Idempotency-Key records (no index by tenant): docs/erasure.md.
+			// (no mark) and the Idempotency-Key records (no index by tenant), and the member
+			// index's backfill scans such a write table once (internal/memberindex): docs/erasure.md.
 			{Sid: "ErasureScan", Actions: []string{"dynamodb:Scan"}, Resources: []*string{
 				s.arn("dynamodb", "table", s.Props.Prefix+"_*_user_commands"), s.arn("dynamodb", "table", s.Names.Idempotency()),
 				// Once per stage: the ledger's entries written before their id items.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -64,13 +65,15 @@ func (a *app) lambda(ctx context.Context) error {
 			},
 			// Every pending erasure, until the invocation's deadline less a margin
 			// (docs/erasure.md, "The bound").
+			// Then, with the time left, a bounded share of the member index's backfill of
+			// tenants from before it (memberindex.go).
 			"resume-erasures": func(ctx context.Context) error {
 				res, err := a.eraser.ResumePending(ctx, 0)
 				if res.Resumed > 0 || res.Left > 0 {
 					a.log.Info("erasures resumed", zap.Int("pending", res.Pending), zap.Int("resumed", res.Resumed),
 						zap.Int("finished", res.Finished), zap.Int("left_for_the_next_run", res.Left))
 				}
-				return err
+				return errors.Join(err, a.memberIndexRound(ctx))
 			},
 		},
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/eventbridge"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/memberindex"
 	"github.com/ssodir/ssodir/internal/process"
 	"github.com/ssodir/ssodir/internal/progress"
 	"github.com/ssodir/ssodir/internal/projections"
@@ -79,6 +80,8 @@ type app struct {
 	handler   *projector.Handler
 	projector *projections.Projector
 	eraser    *erasure.Eraser
+	// indexer backfills the member index of tenants from before it (memberindex.go).
+	indexer *memberindex.Indexer
 	// bus publishes the change feed to SSO_EVENTBRIDGE_BUS; nil without one.
 	bus *eventbridge.Publisher
 }
@@ -109,6 +112,7 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
 		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
 	a.handler.Erase(a.eraser, filter)
+	a.indexer = memberindex.New(clients.DB, events.NewRegistry(), memberindex.Options{Log: log.Named("memberindex")})
 	if a.bus, err = a.busPublisher(); err != nil {
 		return err
 	}
@@ -223,6 +227,7 @@ func (a *app) serve(ctx context.Context, onListen listening) error {
 		Background: []func(ctx context.Context){
 			func(ctx context.Context) { <-ctx.Done(); feed.Close() },
 			a.resumeErasures,
+			a.backfillMemberIndex,
 			deliverWebhooks,
 			a.runExpiries,
 			a.publishToBus,

@@ -55,6 +55,6 @@ func erasuresCommand(s *settings) *cobra.Command {
 	reapply.Flags().StringVar(&r.IdempotencyTable, "idempotency-table", "", "a restored copy of the stage's Idempotency-Key table (default: the stage's)")
 	reapply.Flags().StringVar(&r.DeadLettersTable, "dead-letters-table", "", "a restored copy of the stage's dead-letter table (default: the stage's)")
 	reapply.Flags().StringVar(&r.SyncStatusTable, "sync-status-table", "", "a restored copy of the stage's Keycloak sync status table (default: the stage's)")
-	cmd.AddCommand(reapply, erasuresList(s), erasuresResume(s))
+	cmd.AddCommand(reapply, erasuresList(s), erasuresResume(s), erasuresIndexMembers(s))
 	return cmd
 }

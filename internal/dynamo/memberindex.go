@@ -30,9 +30,10 @@ import (
 // from its commit on, found by the index or by a mark.
 //
 // The tenant's mark `memberidx` / `complete` says that every group record of the table is
-// indexed: written when the table is created empty (EnsureTables), or by
-// IndexMembers after a backfill. A table without it (a tenant from before the index) is
-// searched by a Scan.
+// indexed: written when the table is created empty (EnsureTables), or by the backfill
+// (internal/memberindex) after its last segment. A table without it (a tenant from before
+// the index) is searched by a Scan. The live path writes the index whether or not the
+// mark is there: the backfill counts on it.
 const (
 	memberIndexPrefix = "memberidx#"
 	// MemberIndexPending is the partition of the pending marks.
@@ -149,7 +150,8 @@ func (s *CommandStore) indexPending(ctx context.Context, table string, e events.
 
 // markMemberIndex writes the member index's mark into a write table that holds nothing
 // yet: every group record written to it from now on is indexed. A table that holds
-// something is left alone (its mark is there, or it predates the index: IndexMembers).
+// something is left alone (its mark is there, or it predates the index: the backfill,
+// internal/memberindex).
 func markMemberIndex(ctx context.Context, db *dynamodb.Client, table string) error {
 	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Limit: aws.Int32(1), ConsistentRead: aws.Bool(true)})
 	if err != nil {
