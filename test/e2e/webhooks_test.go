@@ -289,3 +289,40 @@ func failedAttempts(listed map[string]map[string]int) int {
 	}
 	return n
 }
+
+// TestTheStandardWebhooksVerificationOfTheTestsIsTheSpecifications: the verification the
+// end-to-end tests hold deliveries to accepts the Standard Webhooks specification's own
+// example, and refuses it with another body, another secret, a signature of another
+// version or a timestamp too old.
+func TestTheStandardWebhooksVerificationOfTheTestsIsTheSpecifications(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	body := []byte(`{"test": 2432232314}`)
+	at := time.Unix(1614265330, 0)
+	header := func(sig string) http.Header {
+		h := http.Header{}
+		h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+		h.Set("webhook-timestamp", "1614265330")
+		h.Set("webhook-signature", sig)
+		return h
+	}
+	good := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	if err := verifySignature(secret, header("v1,bm90IGl0 "+good), body, at.Add(time.Minute)); err != nil {
+		t.Errorf("the specification's example: %v", err)
+	}
+	for name, c := range map[string]struct {
+		secret, sig string
+		body        []byte
+		at          time.Time
+	}{
+		"another body":        {secret, good, []byte(`{"test": 2432232315}`), at},
+		"another secret":      {"whsec_" + base64.StdEncoding.EncodeToString([]byte("another key of the endpoint, 32 b")), good, body, at},
+		"another version":     {secret, "v2," + strings.TrimPrefix(good, "v1,"), body, at},
+		"an old timestamp":    {secret, good, body, at.Add(6 * time.Minute)},
+		"a secret unprefixed": {strings.TrimPrefix(secret, "whsec_"), good, body, at},
+	} {
+		if err := verifySignature(c.secret, header(c.sig), c.body, c.at); err == nil {
+			t.Errorf("%s verifies", name)
+		}
+	}
+}
