@@ -26,6 +26,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -192,6 +193,13 @@ func (r *Recorder) calls(service, op string, in, out any) []Call {
 			stream = "unknown-stream (iterator not seen)"
 		}
 		return []Call{r.arn("dynamodb:GetRecords", stream)}
+	case *eventbridge.PutEventsInput:
+		// Authorised on each bus an entry names (the account's default bus when none).
+		var calls []Call
+		for _, e := range p.Entries {
+			calls = append(calls, bus("events:"+op, aws.ToString(e.EventBusName)))
+		}
+		return calls
 	}
 	return []Call{r.generic(service, op, in, out)}
 }
@@ -203,6 +211,8 @@ func iamPrefix(service string) string {
 		return "dynamodb"
 	case "Secrets Manager":
 		return "secretsmanager"
+	case "EventBridge":
+		return "events"
 	}
 	return strings.ToLower(strings.ReplaceAll(service, " ", ""))
 }
@@ -271,6 +281,17 @@ func (r *Recorder) arn(action, arn string) Call {
 		res = "arn:" + Partition + ":dynamodb:" + Region + ":" + Account + ":table/" + r.relative(rest)
 	}
 	return Call{Action: action, Resource: res}
+}
+
+// bus is an event bus's ARN, from its name or ARN.
+func bus(action, nameOrARN string) Call {
+	if strings.HasPrefix(nameOrARN, "arn:") {
+		return Call{Action: action, Resource: normalize(nameOrARN)}
+	}
+	if nameOrARN == "" {
+		nameOrARN = "default"
+	}
+	return Call{Action: action, Resource: "arn:" + Partition + ":events:" + Region + ":" + Account + ":event-bus/" + nameOrARN}
 }
 
 func (r *Recorder) kms(action, key string) Call {

@@ -7,14 +7,18 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/ssodir/ssodir/internal/awscalls"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+	"github.com/ssodir/ssodir/internal/eventbridge/eventbridgetest"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -129,5 +133,51 @@ func TestRecordsEachCallAsIAMAuthorisesIt(t *testing.T) {
 		if n > 1 {
 			t.Errorf("%s recorded %d times", k, n)
 		}
+	}
+}
+
+// PutEvents is recorded as IAM authorises it: events:PutEvents on each bus its entries
+// name, by name or ARN, the default bus for an entry that names none.
+func TestRecordsPutEventsOnItsBuses(t *testing.T) {
+	bus := eventbridgetest.New(eventbridgetest.Options{})
+	defer bus.Close()
+	dir := t.TempDir()
+	rec, err := awscalls.New(dir, "projector", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("id", "secret", "")}
+	rec.Attach(&cfg)
+	eb := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(bus.URL) })
+	entry := func(name string) ebtypes.PutEventsRequestEntry {
+		e := ebtypes.PutEventsRequestEntry{Source: aws.String("ssodir.s.t"), DetailType: aws.String("io.ssodir.user.created"), Detail: aws.String(`{}`)}
+		if name != "" {
+			e.EventBusName = aws.String(name)
+		}
+		return e
+	}
+	if _, err := eb.PutEvents(context.Background(), &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{
+		entry("directory-changes"), entry("directory-changes"), entry("arn:aws:events:eu-west-1:123456789012:event-bus/other"), entry("")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := awscalls.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range calls {
+		got = append(got, c.Action+" "+c.Resource)
+	}
+	slices.Sort(got)
+	want := []string{
+		"events:PutEvents arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default",
+		"events:PutEvents arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/directory-changes",
+		"events:PutEvents arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/other",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

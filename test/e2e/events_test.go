@@ -106,16 +106,25 @@ func historyOf(t *testing.T, e *env, system, tenant string) map[string]changefee
 // consumer walks GET /events with small pages, and the projector is killed (SIGKILL) and
 // started again mid-way, two of them at once for a while (the lease moves). The walk equals
 // the write model's histories exactly: every change once, each aggregate's changes in
-// version order, no password anywhere. Then: a cursor is bound to its tenant, `wait` holds
-// an empty answer until a change comes, and a cursor past SSO_EVENTS_RETENTION is 410.
+// version order, no password anywhere. Meanwhile the projectors deliver the tenant's
+// webhooks (webhooks_test.go) to three endpoints — a healthy one, one failing for a while,
+// one hanging for a while — and each gets every change of the log, each aggregate's in
+// version order, every request signed as Standard Webhooks says. Then: a cursor is bound
+// to its tenant, `wait` holds an empty answer until a change comes, and a cursor past
+// SSO_EVENTS_RETENTION is 410.
 func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	api := e.start("command-api")
+	api := e.start("command-api", allowPrivate)
 	query := e.start("query-api")
 	path := provision(t, api, "feed", "t1")
 	base := "http://" + api.addr + path
 	lease := "SSO_STREAM_LEASE=3s"
+	hooks := []*hookEndpoint{newHookEndpoint(t, "the healthy endpoint", nil), newHookEndpoint(t, "the failing endpoint", failFirst),
+		newHookEndpoint(t, "the hanging endpoint", hangFirst)}
+	for _, h := range hooks {
+		registerHook(t, api, path, h)
+	}
 
 	w := &feedWalker{t: t, url: "http://" + query.addr + path + "/events"}
 	stop, stopWalk := make(chan struct{}), make(chan struct{})
@@ -160,7 +169,7 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 			}
 		}
 	}()
-	projector := e.start("projector", lease)
+	projector := e.start("projector", lease, allowPrivate)
 	var accepted int64
 	for round := 0; accepted == 0; round++ {
 		select {
@@ -169,9 +178,9 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 		case <-time.After(1500 * time.Millisecond):
 		}
 		projector.kill() // mid-batch: its records are delivered again to the next holder
-		projector = e.start("projector", lease)
+		projector = e.start("projector", lease, allowPrivate)
 		if round == 1 {
-			second := e.start("projector", lease)
+			second := e.start("projector", lease, allowPrivate)
 			defer second.stop(t)
 		}
 	}
@@ -193,6 +202,24 @@ func TestChangeFeedWalkEqualsTheCommandLog(t *testing.T) {
 	<-walked
 
 	checkWalk(t, "/v1/systems/feed/tenants/t1", w.seen, want)
+	walkedAt := time.Now()
+	for _, h := range hooks {
+		// A projector killed mid-delivery holds the endpoint's lease until it runs out
+		// (30 s); a failing endpoint waits 5 s, then 30 s, after its failures.
+		eventually(t, 5*time.Minute, h.name+" to get every change", func() (bool, string) {
+			return h.delivered() >= len(want), fmt.Sprintf("%d of %d changes", h.delivered(), len(want))
+		})
+	}
+	t.Logf("the endpoints had every change %s after the walk", time.Since(walkedAt).Round(time.Second))
+	checkHooks(t, api, path, want, hooks...)
+	for _, h := range hooks[1:] {
+		if h.requests.Load() <= int64(len(want)) {
+			t.Errorf("%s was not retried: %d requests for %d changes", h.name, h.requests.Load(), len(want))
+		}
+	}
+	if n := failedAttempts(deliveriesOf(t, api, path, hooks[1].id)); n == 0 {
+		t.Errorf("%s's failed attempts are not listed", hooks[1].name)
+	}
 	if t.Failed() {
 		return
 	}

@@ -47,13 +47,14 @@ type lambdaStage struct {
 	query        *service
 }
 
-func newLambdaStage(t *testing.T) *lambdaStage {
+// newLambdaStage starts the stage's functions; extra are settings of all of them.
+func newLambdaStage(t *testing.T, extra ...string) *lambdaStage {
 	e := newEnv(t)
 	s := &lambdaStage{e: e, controlPlane: mappingstest.New()}
 	t.Cleanup(s.controlPlane.Close)
-	commandVars := []string{"SSO_LAMBDA_PROJECTOR_ARN=" + e2eProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN=" + e2eSyncARN,
+	commandVars := append([]string{"SSO_LAMBDA_PROJECTOR_ARN=" + e2eProjectorARN, "SSO_LAMBDA_KEYCLOAK_SYNC_ARN=" + e2eSyncARN,
 		"SSO_LAMBDA_PROJECTOR_FAILURE_DESTINATION_ARN=" + e2eProjectorFailuresARN,
-		"SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN=" + e2eSyncFailuresARN, "AWS_ENDPOINT_URL_LAMBDA=" + s.controlPlane.URL}
+		"SSO_LAMBDA_KEYCLOAK_SYNC_FAILURE_DESTINATION_ARN=" + e2eSyncFailuresARN, "AWS_ENDPOINT_URL_LAMBDA=" + s.controlPlane.URL}, extra...)
 	s.commandFn = e.startFunction("command-api", commandVars...)
 	// Lambda runs concurrent requests in environments of their own: three here, for the
 	// workloads' concurrent clients.
@@ -62,8 +63,8 @@ func newLambdaStage(t *testing.T) *lambdaStage {
 		more[i] = e.startFunction("command-api", commandVars...)
 	}
 	s.command = s.commandFn.gateway(t, more...)
-	s.projector = e.startFunction("projector")
-	s.queryFn = e.startFunction("query-api")
+	s.projector = e.startFunction("projector", extra...)
+	s.queryFn = e.startFunction("query-api", extra...)
 	s.query = s.queryFn.gateway(t)
 	return s
 }
@@ -116,9 +117,14 @@ func playUntilCleanup(t *testing.T, p *esmtest.Player, name string) {
 // projector function, fed batch by batch from DynamoDB Local's stream, is killed mid-batch
 // and cold-started again; in the end the views equal a fresh build from the command log,
 // nothing reached the failure destination, and the query API function serves them.
+// Meanwhile the projector function's scheduled tasks deliver the tenant's webhook and
+// publish its changes to the stage's bus (lambda_changesout_test.go): the endpoint and the
+// bus get every change of the run, each aggregate's in order.
 func projectorFunctionSurvivesKills(t *testing.T) {
-	s := newLambdaStage(t)
+	bus, vars := newChangesOutBus(t)
+	s := newLambdaStage(t, vars...)
 	path := provision(t, s.command, "lam", "t1")
+	out := startChangesOut(t, s, path, bus, vars)
 	base := "http://" + s.command.addr + path
 	p := s.player(t, "lam", "t1")
 
@@ -206,6 +212,7 @@ func projectorFunctionSurvivesKills(t *testing.T) {
 	// The change feed the projector function appended equals the command log: every
 	// change once, each aggregate in order, whatever the kills redelivered.
 	checkWalk(t, path, walkAll(t, "http://"+s.query.addr+path+"/events"), historyOf(t, s.e, "lam", "t1"))
+	out.finish(t, s, "lam", "t1", path)
 
 	// The query API function serves the views; X-Min-Version polls (no projector feed).
 	read := "http://" + s.query.addr + path
