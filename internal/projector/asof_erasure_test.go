@@ -22,8 +22,9 @@ import (
 )
 
 // TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex: ann is added, removed, added again
-// in bulk, given an expiry, and erased; bob, added meanwhile, is left alone. The live
-// index shows ann as an erased member over her two intervals. A replay rebuilds the index
+// in bulk, given an expiry, and erased; carl, added with bob, is deleted, and erased
+// later; bob is left alone. The live index shows ann and carl as erased members over
+// their intervals (carl's ends at his delete, not at his erasure). A replay rebuilds the index
 // from the log, whose records of ann are rewritten by then: its members at instants
 // between the steps, bob's groups, and the access report's rows are the live ones.
 func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
@@ -38,10 +39,10 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 	var now time.Time
 	w.deps.Now = func() time.Time { return now }
 	expires := t0.Add(3 * time.Hour)
-	erasureID := uuid.NewString()
+	erasureID, carlErasure := uuid.NewString(), uuid.NewString()
 	steps := []func() error{
 		func() error {
-			for _, u := range []string{"ann", "bob"} {
+			for _, u := range []string{"ann", "bob", "carl"} {
 				if _, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: u, FirstName: "Person" + u}, w.meta()); err != nil {
 					return err
 				}
@@ -52,9 +53,12 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 			return second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta()))
 		},
 		func() error {
-			return second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "bob"}, w.meta()))
+			return second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{"bob", "carl"}}, w.meta()))
 		},
 		func() error {
+			if err := second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "carl"}, w.meta())); err != nil {
+				return err
+			}
 			return second(commands.NewRemoveMemberHandler(w.deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "g", Username: "ann"}, w.meta()))
 		},
 		func() error {
@@ -65,7 +69,10 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 				commands.AddMember{Group: "g", Username: "ann", Expiry: &commands.ExpiryChange{At: &expires}}, w.meta()))
 		},
 		func() error {
-			return second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID}, w.meta()))
+			if err := second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID}, w.meta())); err != nil {
+				return err
+			}
+			return second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "carl", Reason: "a request", ErasureID: carlErasure}, w.meta()))
 		},
 	}
 	for i, step := range steps {
@@ -76,8 +83,10 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 		w.project(t)
 	}
 	w.project(t) // the erasure's second pass
-	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
-		t.Fatalf("the erasure: %+v, %v", e, err)
+	for _, id := range []string{erasureID, carlErasure} {
+		if e, err := x.Ledger().Get(ctx, "s", "t", id); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+			t.Fatalf("the erasure: %+v, %v", e, err)
+		}
 	}
 
 	live := w.row.UsersTable
@@ -113,7 +122,7 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 	}
 	// The live answers are the ones expected: ann shows as an erased member over her
 	// intervals, and not after her erasure.
-	for step, want := range map[float64]int{2.5: 1, 3.5: 2, 4.5: 1, 5.5: 2, 6.5: 2, 7.5: 1} {
+	for step, want := range map[float64]int{2.5: 1, 3.5: 3, 4.5: 1, 5.5: 2, 6.5: 2, 7.5: 1} {
 		if got := members(live, step); strings.Count(got, "/") != 3*want || (step != 4.5 && step != 7.5) != strings.Contains(got, "/true/") {
 			t.Errorf("live members at +%vs: %s; want %d, ann among them as erased while she was a member", step, got, want)
 		}
@@ -141,8 +150,8 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 		return rows
 	}
 	l, p := report(live), report(replayed)
-	if len(l) != 3 {
-		t.Errorf("live report: %v; want ann's two intervals and bob's", l)
+	if len(l) != 4 {
+		t.Errorf("live report: %v; want ann's two intervals, bob's and carl's", l)
 	}
 	if !reflect.DeepEqual(l, p) {
 		t.Errorf("access report:\nlive     %v\nreplayed %v", l, p)
