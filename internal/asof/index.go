@@ -68,26 +68,29 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 	case *events.GroupDeleted:
 		return x.groupLife(ctx, table, p.PreviousID, p.Group, at, e.Actor)
 	case *events.GroupMemberAdded:
-		if p.Erased || p.UserID == "" {
+		h := memberHash(p.UserID, p.Erased, p.ErasedIDHash)
+		if h == "" {
 			return nil
 		}
-		if err := x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '+', at, e.Actor); err != nil {
+		if err := x.edge(ctx, table, p.Group.ID, h, edgeAttr(e.Version), '+', at, e.Actor); err != nil {
 			return err
 		}
 		if p.ExpiresAt == nil {
 			return nil
 		}
-		return x.expiry(ctx, table, p.Group.ID, Hash(p.UserID), e.Version, at, p.ExpiresAt)
+		return x.expiry(ctx, table, p.Group.ID, h, e.Version, at, p.ExpiresAt)
 	case *events.GroupMemberExpirySet:
-		if p.Erased || p.UserID == "" {
+		h := memberHash(p.UserID, p.Erased, p.ErasedIDHash)
+		if h == "" {
 			return nil
 		}
-		return x.expiry(ctx, table, p.Group.ID, Hash(p.UserID), e.Version, at, p.ExpiresAt)
+		return x.expiry(ctx, table, p.Group.ID, h, e.Version, at, p.ExpiresAt)
 	case *events.GroupMemberRemoved:
-		if p.Erased || p.UserID == "" {
+		h := memberHash(p.UserID, p.Erased, p.ErasedIDHash)
+		if h == "" {
 			return nil
 		}
-		return x.edge(ctx, table, p.Group.ID, Hash(p.UserID), edgeAttr(e.Version), '-', at, e.Actor)
+		return x.edge(ctx, table, p.Group.ID, h, edgeAttr(e.Version), '-', at, e.Actor)
 	case *events.GroupMembersChanged:
 		type change struct {
 			h       string
@@ -96,13 +99,13 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		}
 		var cs []change
 		for _, m := range p.Added {
-			if !m.Erased && m.UserID != "" {
-				cs = append(cs, change{Hash(m.UserID), '+', m.ExpiresAt})
+			if h := memberHash(m.UserID, m.Erased, m.ErasedIDHash); h != "" {
+				cs = append(cs, change{h, '+', m.ExpiresAt})
 			}
 		}
 		for _, m := range p.Removed {
-			if !m.Erased && m.UserID != "" {
-				cs = append(cs, change{Hash(m.UserID), '-', nil})
+			if h := memberHash(m.UserID, m.Erased, m.ErasedIDHash); h != "" {
+				cs = append(cs, change{h, '-', nil})
 			}
 		}
 		return x.each(ctx, len(cs), func(ctx context.Context, i int) error {
@@ -184,6 +187,21 @@ func (x *Index) each(ctx context.Context, n int, f func(context.Context, int) er
 	}
 	wg.Wait()
 	return first
+}
+
+// memberHash is the hash a membership record names its member by: of the user's id, or,
+// for a member erased since, the hash the rewritten record kept (events'
+// ErasedIDHash: the same one, so a replay pairs the changes as the live index did); ""
+// when the record names no one the index can pair (an erased record from before the
+// hash was kept).
+func memberHash(userID string, erased bool, erasedHash string) string {
+	switch {
+	case erased:
+		return erasedHash
+	case userID != "":
+		return Hash(userID)
+	}
+	return ""
 }
 
 func key(id, sk string) map[string]types.AttributeValue {

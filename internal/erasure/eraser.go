@@ -244,6 +244,9 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 		if err := x.sweepReadSide(ctx, row, subj, found); err != nil {
 			return nil, err
 		}
+		if err := x.keepAsOfLives(ctx, row, subj, erasureID); err != nil {
+			return nil, err
+		}
 		if err := x.eraseFormerNames(ctx, row, subj, found); err != nil {
 			return nil, err
 		}

@@ -149,21 +149,27 @@ func replaceFold(s, old, new string) string {
 
 // RewriteEnvelope makes a group event name the subject as an erased member: no username,
 // no id; the event keeps its type and version, so the group's history still counts up
-// (docs/erasure.md). changed is false when the event does not name the subject.
+// (docs/erasure.md). A membership change keeps the ledger's hash of the member's id
+// (ErasedIDHash, PII-free), by which a replay's as-of index pairs the erased member's
+// changes as the live index did. changed is false when the event does not name the
+// subject.
 func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 	switch p := e.Payload.(type) {
 	case *events.GroupMemberAdded:
 		if s.isMember(p.Username, p.UserID) {
+			p.ErasedIDHash = erasedIDHash(p.UserID)
 			p.Username, p.UserID, p.MembershipRev, p.Erased = "", "", 0, true
 			changed = true
 		}
 	case *events.GroupMemberRemoved:
 		if s.isMember(p.Username, p.UserID) {
+			p.ErasedIDHash = erasedIDHash(p.UserID)
 			p.Username, p.UserID, p.Erased = "", "", true
 			changed = true
 		}
 	case *events.GroupMemberExpirySet:
 		if s.isMember(p.Username, p.UserID) {
+			p.ErasedIDHash = erasedIDHash(p.UserID)
 			p.Username, p.UserID, p.MembershipRev, p.Erased = "", "", 0, true
 			changed = true
 		}
@@ -177,11 +183,13 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 		for i, m := range p.Added {
 			if s.isMember(m.Username, m.UserID) {
 				p.Added[i], changed = events.ErasedMember(), true
+				p.Added[i].ErasedIDHash = erasedIDHash(m.UserID)
 			}
 		}
 		for i, m := range p.Removed {
 			if s.isMember(m.Username, m.UserID) {
 				p.Removed[i], changed = events.ErasedMember(), true
+				p.Removed[i].ErasedIDHash = erasedIDHash(m.UserID)
 			}
 		}
 	}
@@ -196,6 +204,15 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 		e.Changes["member"] = c
 	}
 	return changed
+}
+
+// erasedIDHash is the ledger's hash of an erased member's id; "" when the record named
+// them by username only.
+func erasedIDHash(userID string) string {
+	if userID == "" {
+		return ""
+	}
+	return identity.ErasedIDHash(userID)
 }
 
 // rewriteChangesJSON rewrites an activity item's or history record's `changes` string.

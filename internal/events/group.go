@@ -84,6 +84,10 @@ type GroupMemberAdded struct {
 	// Erased marks a member who was erased since (docs/erasure.md): the record was
 	// rewritten without the username and id, and projects no membership.
 	Erased bool `json:"erased,omitempty"`
+	// ErasedIDHash is, on a rewritten record, the erasure ledger's hash of the erased
+	// member's id (identity.ErasedIDHash): PII-free, and what the as-of index names the
+	// member by, so that a replay pairs the member's changes as the live index did.
+	ErasedIDHash string `json:"erased_id_hash,omitempty"`
 	// MembershipRev is the user's membership revision this addition took; see
 	// User.DeletedMembershipRev.
 	MembershipRev int64 `json:"membership_rev"`
@@ -103,8 +107,9 @@ type GroupMemberExpirySet struct {
 	// ExpiresAt is the new expiry (nil: cleared), Previous the one before.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Previous  *time.Time `json:"previous_expires_at,omitempty"`
-	// Erased: as GroupMemberAdded.Erased.
-	Erased bool `json:"erased,omitempty"`
+	// Erased, ErasedIDHash: as GroupMemberAdded's.
+	Erased       bool   `json:"erased,omitempty"`
+	ErasedIDHash string `json:"erased_id_hash,omitempty"`
 }
 
 // GroupMemberRemoved: a user left the group.
@@ -112,8 +117,9 @@ type GroupMemberRemoved struct {
 	Group    Group  `json:"group"`
 	Username string `json:"username"`
 	UserID   string `json:"user_id"`
-	// Erased: as GroupMemberAdded.Erased.
-	Erased bool `json:"erased,omitempty"`
+	// Erased, ErasedIDHash: as GroupMemberAdded's.
+	Erased       bool   `json:"erased,omitempty"`
+	ErasedIDHash string `json:"erased_id_hash,omitempty"`
 }
 
 // Member is one user a GroupMembersChanged added or removed. The username and the user's
@@ -127,8 +133,9 @@ type Member struct {
 	// it was decided on, so that this incarnation's deletes cover it and earlier ones do
 	// not. Zero for a removal.
 	MembershipRev int64 `json:"membership_rev,omitempty"`
-	// Erased: as GroupMemberAdded.Erased.
-	Erased bool `json:"erased,omitempty"`
+	// Erased, ErasedIDHash: as GroupMemberAdded's.
+	Erased       bool   `json:"erased,omitempty"`
+	ErasedIDHash string `json:"erased_id_hash,omitempty"`
 	// ExpiresAt is when an added membership ends by itself (nil: it does not).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }

@@ -180,6 +180,9 @@ func (r *Replayer) Run(ctx context.Context, system, tenant string, opts ReplayOp
 	if err := r.verify(ctx, row, next, &rep, opts, list, rep.Segments, rescan); err != nil {
 		return rep, err
 	}
+	if err := r.erasedLives(ctx, row, next.Users); err != nil {
+		return rep, err
+	}
 	if err := r.markCoverage(ctx, row, next.Users, started); err != nil {
 		return rep, err
 	}

@@ -80,5 +80,56 @@ func TestMembershipExpiryIsSetAndShown(t *testing.T) {
 	b.run(a, "and the user's groups show the renewed expiry",
 		goHash("#/t/demo/acme/users/ann"), waitText("#user-groups", "Staff"),
 		expiresShown("#user-groups .expires", "2031-01-15T08:30"))
+
+	annLi := `#members li:has(a[href$="/users/ann"])`
+	b.run(a, "Remove expiry on the group's page clears it and keeps the member",
+		goHash("#/t/demo/acme/groups/Staff"), waitText("#members", "ann"),
+		poll(`!document.querySelector('#members li:has(a[href$="/users/bob"]) .clear-expiry')`),
+		click(annLi+` button.clear-expiry`),
+		waitText("#flash", "no longer expires"),
+		poll(fmt.Sprintf(`!!document.querySelector(%q) && !document.querySelector(%q)`, annLi, annLi+" .expires")),
+		poll(fmt.Sprintf(`!document.querySelector(%q)`, annLi+" .clear-expiry")), labelled())
+	if exp, ok := memberExpiry(t, in, "ann"); !ok || exp != nil {
+		t.Errorf("after Remove expiry, ann is a member %v expiring at %v; want a member without an expiry", ok, exp)
+	}
+
+	mustCall(t, 204, "PUT", acme+"/groups/staff/members/ann", map[string]any{"expires_at": "2032-03-01T00:00:00Z"})
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if exp, _ := memberExpiry(t, in, "ann"); exp != nil && exp.Year() == 2032 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the expiry set by the API never reached the members list")
+		}
+	}
+	b.run(a, "Remove expiry on the user's page clears it too",
+		goHash("#/t/demo/acme/users/ann"), expiresShown("#user-groups .expires", "2032-03-01T00:00:00Z"),
+		click(`#user-groups button.clear-expiry`),
+		waitText("#flash", "no longer expires"),
+		poll(`!!document.querySelector('#user-groups a[href$="/groups/Staff"]') && !document.querySelector('#user-groups .expires')`))
+	if exp, ok := memberExpiry(t, in, "ann"); !ok || exp != nil {
+		t.Errorf("after Remove expiry on the user's page, ann is a member %v expiring at %v; want a member without an expiry", ok, exp)
+	}
 	b.noErrors()
+}
+
+// memberExpiry is username's expiry in Staff as the query API lists it; ok is false when
+// they are not a member.
+func memberExpiry(t *testing.T, in *install, username string) (*time.Time, bool) {
+	t.Helper()
+	var members struct {
+		Items []struct {
+			Username  string     `json:"username"`
+			ExpiresAt *time.Time `json:"expires_at"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(mustCall(t, 200, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme/groups/staff/members", nil), &members); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members.Items {
+		if m.Username == username {
+			return m.ExpiresAt, true
+		}
+	}
+	return nil, false
 }

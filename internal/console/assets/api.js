@@ -211,6 +211,8 @@ export class Tenant {
   renameGroup(name, version, newName) { return this.write('POST', `/groups/${enc(name)}/rename`, { body: { name: newName }, ifMatch: version }); }
   // expiresAt (an ISO instant), when given, is when the membership ends by itself.
   addMember(group, version, user, expiresAt) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version, body: expiresAt ? { expires_at: expiresAt } : undefined }); }
+  // The membership goes on without an end (`{"expires_at": null}` clears the expiry).
+  clearExpiry(group, version, user) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version, body: { expires_at: null } }); }
   changeMembers(group, version, body) { return this.write('POST', `/groups/${enc(group)}/members`, { body, ifMatch: version }); }
   scimTokens(opts) { return request(commandBase(), 'GET', `${this.prefix}/scim-tokens`, opts); }
   // Webhooks live on the command API only (tenants:admin), reads included.

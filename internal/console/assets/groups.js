@@ -124,6 +124,12 @@ export async function groupPage(t, name, params, signal) {
     render: (items) => items.map((u) => h('li', {},
       h('span', {}, h('a', { href: tenantHash(t, 'users', u.username) }, u.username), h('span', { class: 'muted' }, ` ${userName(u)}`),
         u.expires_at ? h('span', { class: 'muted expires' }, ` · until ${u.expires_at}`) : ''),
+      u.expires_at ? h('button', { type: 'button', class: 'link clear-expiry', 'aria-label': `Remove the expiry of ${u.username}`, onclick: (ev) => perform(ev.target.closest('li'), what, async () => {
+        const res = await t.clearExpiry(g.name, g.version, u.username);
+        // The group's version is in the view before its membership items: wait for both.
+        await until(() => t.userGroups(u.username, { limit: 500 }), (r) => r.data.items.some((x) => x.name.toLowerCase() === g.name.toLowerCase() && !x.expires_at), signal);
+        reloadWith(res.version, `${u.username}'s membership no longer expires.`);
+      }) }, 'Remove expiry') : '',
       h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${u.username}`, onclick: (ev) => perform(ev.target.closest('li'), what, async () => {
         const res = await t.removeMember(g.name, g.version, u.username);
         await until(() => t.userGroups(u.username, { limit: 500 }), (r) => !r.data.items.some((x) => x.name.toLowerCase() === g.name.toLowerCase()), signal);

@@ -483,6 +483,14 @@ function userGroupsSection(t, u, sec, params, signal) {
     render: (items) => items.map((g) => h('li', {},
       h('span', {}, h('a', { href: tenantHash(t, 'groups', g.name) }, g.name),
         g.expires_at ? h('span', { class: 'muted expires' }, ` · until ${g.expires_at}`) : ''),
+      g.expires_at ? h('button', { type: 'button', class: 'link clear-expiry', 'aria-label': `Remove the expiry in ${g.name}`, onclick: (ev) => perform(ev.target.closest('li'), `Group ${g.name}`, async () => {
+        const { data: cur } = await t.group(g.name);
+        await t.clearExpiry(g.name, cur.version, u.username);
+        await until(() => t.userGroups(u.username, { limit: PAGE }), (r) => r.data.items.some((x) => x.name === g.name && !x.expires_at), signal);
+        flash(`Membership of ${g.name} no longer expires.`);
+        setParams({ cursor: null }, false);
+        list.load('');
+      }) }, 'Remove expiry') : '',
       h('button', { type: 'button', class: 'link', 'aria-label': `Remove from ${g.name}`, onclick: (ev) => perform(ev.target.closest('li'), `Group ${g.name}`, async () => {
         const { data: cur } = await t.group(g.name);
         await t.removeMember(g.name, cur.version, u.username);
