@@ -59,6 +59,7 @@ func collect[T any](t *testing.T, seq func(func(T, error) bool)) []T {
 }
 
 func TestClientAgainstTheServices(t *testing.T) {
+	t.Parallel()
 	c, ten := newTenant(t)
 	ctx := context.Background()
 
@@ -253,6 +254,7 @@ func TestClientAgainstTheServices(t *testing.T) {
 }
 
 func TestClientWithoutAValidToken(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c, err := client.New(client.Config{CommandURL: s.CommandURL, QueryURL: s.QueryURL, Token: client.StaticToken("wrong")})
 	if err != nil {
@@ -265,6 +267,7 @@ func TestClientWithoutAValidToken(t *testing.T) {
 }
 
 func TestListTenants(t *testing.T) {
+	t.Parallel()
 	c, _ := newTenant(t)
 	ctx := context.Background()
 	for _, st := range [][2]string{{"acme", "us"}, {"other", "ap"}} {

@@ -14,6 +14,7 @@ import (
 // gives a user's changes once and in order with its id and state, no password, and a
 // walk resumed from the last change's cursor starts after it.
 func TestEventsFollowsTheChangeFeed(t *testing.T) {
+	t.Parallel()
 	_, ten := newTenant(t)
 	ctx := context.Background()
 	u, err := ten.CreateUser(ctx, client.NewUser{Username: "alice", Email: "alice@example.com", Password: "correct horse"})

@@ -16,6 +16,7 @@ import (
 // one group version, the 404 naming every unknown user with nothing changed, an
 // Idempotency-Key replay, and one activity item per member.
 func TestChangeMembers(t *testing.T) {
+	t.Parallel()
 	_, ten := newTenant(t)
 	ctx := context.Background()
 	for _, u := range []string{"ann", "bob", "cid"} {

@@ -14,6 +14,7 @@ import (
 // username of 255 characters go through every way in and out that names a user: create,
 // the user's own routes, memberships, lists with cursors, and the activity feed.
 func TestUsernamesAsProvidersSendThem(t *testing.T) {
+	t.Parallel()
 	_, ten := newTenant(t)
 	ctx := context.Background()
 	long := strings.Repeat("l", 250) + "@x.io"

@@ -15,6 +15,7 @@ import (
 // JSON and CSV, and the client's AccessRows reads the same rows; a range the API refuses
 // exits as a usage error.
 func TestAccessReportCommand(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
 	c.ok("tenants", "create", "eu")

@@ -14,6 +14,7 @@ import (
 )
 
 func TestUsersGroupsAndTenants(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 
 	if out := c.ok("tenants", "create", "eu"); !strings.Contains(out, "active") {
@@ -185,6 +186,7 @@ func TestUsersGroupsAndTenants(t *testing.T) {
 }
 
 func TestConfigurationAndHelp(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
 	if out := c.ok("--help"); !strings.Contains(out, "Exit codes") || !strings.Contains(out, "SSODIR_TOKEN") {

@@ -12,6 +12,7 @@ import (
 // console-link prints a link with a one-time code that the query API exchanges once for the
 // development token; the link itself holds no token.
 func TestConsoleLink(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
 	link := strings.TrimSpace(c.ok("console-link"))

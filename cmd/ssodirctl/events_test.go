@@ -33,6 +33,7 @@ func tailed(t *testing.T, c *ctl, args ...string) ([]client.Event, string) {
 }
 
 func TestEventsTailResumesFromItsCursor(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	c.ok("users", "create", "ann", "--email", "ann@example.com")

@@ -12,6 +12,7 @@ import (
 // TestMembersAddExpiresAt: --expires-at on members add sets the expiry of one member (PUT)
 // and of several (a members change), and members list shows it.
 func TestMembersAddExpiresAt(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	for _, u := range []string{"ann", "bob", "cid"} {
@@ -39,6 +40,7 @@ func TestMembersAddExpiresAt(t *testing.T) {
 // changes) each ending at that instant, in every group the lines name; an instant that is
 // not RFC 3339, or is past, is a usage error before anything is written.
 func TestImportUsersExpiresAt(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	file := writeFile(t, "people.csv", "username,groups\nann,Ops;Dev\nbob,Ops\n")

@@ -59,6 +59,7 @@ type importSummary struct {
 }
 
 func TestImportUsersFromCSV(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 
@@ -164,6 +165,7 @@ esmith,zed@example.com,Ed,Smith,,,
 }
 
 func TestExportThenImportIntoAnotherTenant(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	c.ok("tenants", "create", "us")
@@ -241,6 +243,7 @@ func TestExportThenImportIntoAnotherTenant(t *testing.T) {
 // new user and groups members list every new membership (--wait, the default), with a
 // file of more users than one members change holds.
 func TestImportIsReadableWhenItExits(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	var b strings.Builder

@@ -20,6 +20,7 @@ type kcPlanOut struct {
 }
 
 func TestImportKeycloak(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	c.ok("users", "create", "taken", "--email", "taken@example.com")
@@ -207,6 +208,7 @@ func TestImportKeycloak(t *testing.T) {
 }
 
 func TestSharedEmails(t *testing.T) {
+	t.Parallel()
 	got := sharedEmails([]keycloak.User{{Username: "a", Email: "Twins@example.com"}, {Username: "b", Email: "twins@example.com"},
 		{Username: "c", Email: "c@example.com"}, {Username: "d"}, {Username: "e"}})
 	if len(got) != 1 || !slices.Equal(got["twins@example.com"], []string{"a", "b"}) {
@@ -215,6 +217,7 @@ func TestSharedEmails(t *testing.T) {
 }
 
 func TestImportKeycloakIntoARealmThatDropsTheMark(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	kc := keycloaktest.NewServer(t, keycloaktest.Config{})
@@ -238,6 +241,7 @@ func TestImportKeycloakIntoARealmThatDropsTheMark(t *testing.T) {
 // Subgroups, which ssodir's flat groups cannot hold, are reported with their parent and
 // left out; the parent is imported with its direct members only.
 func TestImportKeycloakSharedEmailsAndSubgroups(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	kc := keycloaktest.NewServer(t, keycloaktest.Config{})

@@ -64,6 +64,7 @@ func importTo(t *testing.T, c *ctl, file string, errOut, reader *os.File) string
 }
 
 func TestImportShowsABarOnATerminalAndLinesOnAPipe(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 

@@ -12,6 +12,7 @@ import (
 // new name, a stale --if-match and a taken name refused, an Idempotency-Key retried once,
 // the old name gone and its memberships following the person.
 func TestUsersRename(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	ann := decodeJSON[client.User](t, c.ok("users", "create", "ann", "--email", "ann@example.com", "-o", "json"))
@@ -46,6 +47,7 @@ func TestUsersRename(t *testing.T) {
 // new name, a stale --if-match and a taken name refused, an Idempotency-Key retried once,
 // the old name gone and the members following the group.
 func TestGroupsRename(t *testing.T) {
+	t.Parallel()
 	c := newCtl(t, servicetest.Start(t))
 	c.ok("tenants", "create", "eu")
 	c.ok("users", "create", "ann")

@@ -12,6 +12,7 @@ import (
 // TestScimTokens makes, lists and revokes a SCIM token with ssodirctl against the real
 // services, and uses the token on the tenant's SCIM endpoint in between.
 func TestScimTokens(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
 	c.ok("tenants", "create", "eu")

@@ -13,6 +13,7 @@ import (
 // A provisioning answered 202 is followed on the query API until the tenant is active; the
 // user is told it is provisioning, and the output is the active tenant.
 func TestTenantsCreateWaitsForAnAcceptedTenant(t *testing.T) {
+	t.Parallel()
 	const provisioning = `{"system_id":"acme","tenant_id":"eu","status":"provisioning","keycloak":null,"created_at":"2026-11-23T10:00:00Z","updated_at":"2026-11-23T10:00:00Z"}`
 	const active = `{"system_id":"acme","tenant_id":"eu","status":"active","keycloak":null,"created_at":"2026-11-23T10:00:00Z","updated_at":"2026-11-23T10:00:01Z"}`
 	command := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 // own rule (API.md, Keycloak's): an email with a plus, letters beyond ASCII and 255
 // characters pass, lower-cased; a '#', a space or 256 characters are the line's problem.
 func TestImportTakesUsernamesAsTheAPIDoes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in, want string
 		ok       bool

@@ -26,6 +26,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // A wait that lasts says what it waits for, and when it is over; a wait that ends at once
 // says nothing.
 func TestWaitNote(t *testing.T) {
+	t.Parallel()
 	var quick syncBuffer
 	waitNote(&quick, "for nothing")()
 	var long syncBuffer
@@ -48,6 +49,7 @@ func TestWaitNote(t *testing.T) {
 // users erase waits for the erasure's two passes (at least SSO_ERASURE_SETTLE, 10 s or
 // more, apart) and says so while it waits.
 func TestEraseSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
 	c.ok("tenants", "create", "eu")

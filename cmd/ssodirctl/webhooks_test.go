@@ -11,6 +11,7 @@ import (
 // TestWebhooks registers, lists, inspects, rotates, replays and deletes an endpoint with
 // ssodirctl against the real services.
 func TestWebhooks(t *testing.T) {
+	t.Parallel()
 	s := servicetest.Start(t)
 	c := newCtl(t, s)
 	c.ok("tenants", "create", "eu")

@@ -112,7 +112,10 @@ func Start(t *testing.T) *Services {
 	s := &Services{Prefix: dynamotest.UniqueName("svct")}
 	env := append(local.Env(), "SSO_TABLE_PREFIX="+s.Prefix,
 		"SSO_SECRET_KEY="+base64.StdEncoding.EncodeToString(key), "SSO_CURSOR_KEY="+cursorKey, "SSO_BOOTSTRAP_TOKEN="+Token,
-		"SSO_LOG_LEVEL=warn", "SSO_STREAM_POLL=20ms", "SSO_WEBHOOKS_ALLOW_PRIVATE=true", "SSO_PROGRESS_TOKEN=servicetest-progress", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+		"SSO_LOG_LEVEL=warn", "SSO_STREAM_POLL=20ms", "SSO_WEBHOOKS_ALLOW_PRIVATE=true",
+		// An erasure's second pass comes this long after its first: the least allowed, not
+		// the default 30 s that a test waiting for an erasure would sit through.
+		"SSO_ERASURE_SETTLE=10s", "SSO_PROGRESS_TOKEN=servicetest-progress", "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
 	s.CommandURL = "http://" + s.start(t, "command-api", env, "SSO_COMMAND_ADDR")
 	s.start(t, "projector", env, "SSO_PROJECTOR_ADDR")
 	// X-Min-Version reads wait on the projector's progress feed, found in its heartbeat row.

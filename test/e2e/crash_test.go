@@ -108,14 +108,16 @@ func expectedViews(t *testing.T, e *env, commandsTable string) (users, activitie
 // expectedViewsNamed builds the expected views into the named tables.
 func expectedViewsNamed(t *testing.T, e *env, commandsTable, users, activities string) (string, string, int) {
 	t.Helper()
-	ctx := context.Background()
-	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(users), dynamo.ActivitiesTable(activities)} {
-		if err := dynamo.EnsureTable(ctx, e.db, spec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	es, items := logOf(t, e, commandsTable)
+	buildViews(t, e, es, users, activities)
+	return users, activities, items
+}
+
+// logOf reads the command log's events, and counts the activity items they make (one per
+// event, one per member of a members change).
+func logOf(t *testing.T, e *env, commandsTable string) (es []events.Envelope, items int) {
+	t.Helper()
 	reg := events.NewRegistry()
-	var es []events.Envelope
 	for _, it := range scan(t, e.db, commandsTable) {
 		if !dynamo.IsHistorySK(dynamo.StringAttr(it, "sk")) {
 			continue
@@ -127,7 +129,6 @@ func expectedViewsNamed(t *testing.T, e *env, commandsTable, users, activities s
 		es = append(es, env)
 	}
 	p := projections.New(e.db, projections.Options{Retention: 2160 * time.Hour})
-	items := 0
 	for _, env := range es {
 		fx, err := p.Effects(env)
 		if err != nil {
@@ -135,12 +136,25 @@ func expectedViewsNamed(t *testing.T, e *env, commandsTable, users, activities s
 		}
 		items += len(fx.Activities)
 	}
+	return es, items
+}
+
+// buildViews projects es into the named tables (made if missing) with the projections
+// package.
+func buildViews(t *testing.T, e *env, es []events.Envelope, users, activities string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(users), dynamo.ActivitiesTable(activities)} {
+		if err := dynamo.EnsureTable(ctx, e.db, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := projections.New(e.db, projections.Options{Retention: 2160 * time.Hour})
 	for start := 0; start < len(es); start += 200 {
 		if err := p.ApplyBatch(ctx, projections.Tables{Users: users, Activities: activities}, es[start:min(start+200, len(es))]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return users, activities, items
 }
 
 func count(t *testing.T, db *dynamodb.Client, table string) int {

@@ -47,7 +47,11 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	build := exec.Command("go", "build", "-race", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync", "./cmd/ssodirctl")
+	// With the tag `make lambda` builds the functions with (it leaves out the RPC runtime of
+	// go1.x, which only a Lambda function would use): the Lambda tests run these same
+	// executables as their functions' bootstraps (lambda_harness_test.go), and the race
+	// detector's links, each many seconds of CPU, are made once.
+	build := exec.Command("go", "build", "-race", "-tags", "lambda.norpc", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync", "./cmd/ssodirctl")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
