@@ -134,7 +134,7 @@ func request(c awscalls.Call) iampolicy.Request {
 // the function's role for it (sufficient; resourcepolicies_test.go), and every action a policy allows was made by that
 // service in some test, or its grant says why no test can make it (necessary).
 func TestPoliciesAllowExactlyWhatTheServicesDo(t *testing.T) {
-	s, _, j := synth(t)
+	s, _, j := synthBus(t)
 	v := testValues(t, j)
 	pol := policies(t, s, j, v)
 	calls := recorded(t)

@@ -20,8 +20,10 @@ import (
 	"github.com/ssodir/ssodir/internal/dynamo"
 )
 
-// One synthesis (with cdk-nag) serves every test of the package: it costs 10-20 s.
-var synthesis struct {
+// A synthesis of the test stage: one (with cdk-nag) serves every test of the package
+// (it costs 10-20 s); busSynthesis, the same stage naming testBus, serves the least
+// privilege test, whose end-to-end run publishes to that bus (test/e2e).
+type synthesized struct {
 	once     sync.Once
 	stage    *Stage
 	template assertions.Template
@@ -30,15 +32,23 @@ var synthesis struct {
 	err      error
 }
 
+var synthesis, busSynthesis synthesized
+
 const testStage = "prod"
+
+// testBus is the EventBridge bus the end-to-end tests' Lambda stage publishes to
+// (test/e2e, lambda_changesout_test.go).
+const testBus = "directory-changes"
 
 func TestMain(m *testing.M) {
 	// Node 20 is what the machines have; jsii warns about it on every start.
 	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 	code := m.Run()
 	jsii.Close()
-	if synthesis.dir != "" {
-		_ = os.RemoveAll(synthesis.dir)
+	for _, sy := range []*synthesized{&synthesis, &busSynthesis} {
+		if sy.dir != "" {
+			_ = os.RemoveAll(sy.dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -47,34 +57,46 @@ func TestMain(m *testing.M) {
 // an executable bootstrap): the tests check the stack, not the binaries.
 func synth(t *testing.T) (*Stage, assertions.Template, map[string]any) {
 	t.Helper()
-	synthesis.once.Do(func() {
+	return synthesis.of(t, StageProps{Stage: testStage})
+}
+
+// synthBus is the test stage naming testBus, as the end-to-end tests ran it.
+func synthBus(t *testing.T) (*Stage, assertions.Template, map[string]any) {
+	t.Helper()
+	return busSynthesis.of(t, StageProps{Stage: testStage, EventBus: testBus})
+}
+
+func (sy *synthesized) of(t *testing.T, props StageProps) (*Stage, assertions.Template, map[string]any) {
+	t.Helper()
+	sy.once.Do(func() {
 		dir, err := os.MkdirTemp("", "ssodir-deploy-assets")
 		if err != nil {
-			synthesis.err = err
+			sy.err = err
 			return
 		}
-		synthesis.dir = dir
+		sy.dir = dir
 		for _, service := range Services {
 			if err := placeholderZip(filepath.Join(dir, service+"-arm64.zip")); err != nil {
-				synthesis.err = err
+				sy.err = err
 				return
 			}
 		}
 		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
-		stage, err := NewStage(app, StageProps{Stage: testStage, AssetDir: dir})
+		props.AssetDir = dir
+		stage, err := NewStage(app, props)
 		if err != nil {
-			synthesis.err = err
+			sy.err = err
 			return
 		}
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-		synthesis.stage = stage
-		synthesis.template = assertions.Template_FromStack(stage.Stack, nil)
-		synthesis.json = *synthesis.template.ToJSON()
+		sy.stage = stage
+		sy.template = assertions.Template_FromStack(stage.Stack, nil)
+		sy.json = *sy.template.ToJSON()
 	})
-	if synthesis.err != nil {
-		t.Fatal(synthesis.err)
+	if sy.err != nil {
+		t.Fatal(sy.err)
 	}
-	return synthesis.stage, synthesis.template, synthesis.json
+	return sy.stage, sy.template, sy.json
 }
 
 func placeholderZip(name string) error {
