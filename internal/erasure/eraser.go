@@ -196,13 +196,13 @@ func (x *Eraser) firstPass(ctx context.Context, row dynamo.Tenant, subj *Subject
 
 // firstPassFrom is the first pass from p's position, phase by phase (progress.go); each
 // call reads the user's partition again (its history is the subject's ids and values),
-// which goes last.
+// which goes last: the items that read found, without reading them again.
 func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Subject, erasureID string, groups []string, shared bool, p *pass) ([]string, error) {
 	found := map[string]bool{}
 	for _, g := range groups {
 		found[g] = true
 	}
-	emails, exts, err := x.readUserPartition(ctx, row.CommandsTable, subj, found)
+	emails, exts, sks, err := x.readUserPartition(ctx, row.CommandsTable, subj, found)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,18 @@ func (x *Eraser) firstPassFrom(ctx context.Context, row dynamo.Tenant, subj *Sub
 		if err := x.deleteMemberIndex(ctx, row.CommandsTable, subj); err != nil {
 			return nil, err
 		}
-		if err := x.deletePartition(ctx, row.CommandsTable, "id", dynamo.UserID(subj.Username), subj.erasedWriteItem); err != nil {
+		// The items this call read at its start: the name is refused meanwhile, so
+		// nothing of anyone else is written there; what the person's own late writers
+		// put there since (a group pointer) goes with the second pass's release of the
+		// name, which reads the partition again.
+		id := s(dynamo.UserID(subj.Username))
+		var keys []map[string]types.AttributeValue
+		for _, sk := range sks {
+			if subj.erasedWriteItem(sk) {
+				keys = append(keys, map[string]types.AttributeValue{"id": id, "sk": s(sk)})
+			}
+		}
+		if err := x.batchDelete(ctx, row.CommandsTable, keys); err != nil {
 			return nil, err
 		}
 	}
@@ -406,12 +417,32 @@ func (x *Eraser) deleteGuardsAndLookups(ctx context.Context, table string, subj 
 
 // query pages through one partition, consistently.
 func (x *Eraser) query(ctx context.Context, table, pkName, pk string, fn func(map[string]types.AttributeValue) error) error {
+	return x.queryAttrs(ctx, table, pkName, pk, nil, fn)
+}
+
+// queryKeys pages through one partition's keys (pkName and `sk`) only, consistently.
+func (x *Eraser) queryKeys(ctx context.Context, table, pkName, pk string, fn func(map[string]types.AttributeValue) error) error {
+	return x.queryAttrs(ctx, table, pkName, pk, []string{"sk"}, fn)
+}
+
+// queryAttrs pages through one partition, consistently; attrs, when given, are the
+// attributes read besides the partition key (a projection: less to read and decode).
+func (x *Eraser) queryAttrs(ctx context.Context, table, pkName, pk string, attrs []string, fn func(map[string]types.AttributeValue) error) error {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(table),
 		KeyConditionExpression:    aws.String("#pk = :pk"),
 		ExpressionAttributeNames:  map[string]string{"#pk": pkName},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
 		ConsistentRead:            aws.Bool(true),
+	}
+	if len(attrs) > 0 {
+		proj := []string{"#pk"}
+		for i, a := range attrs {
+			n := fmt.Sprintf("#a%d", i)
+			in.ExpressionAttributeNames[n] = a
+			proj = append(proj, n)
+		}
+		in.ProjectionExpression = aws.String(strings.Join(proj, ", "))
 	}
 	for {
 		page, err := x.db.Query(ctx, in)
@@ -434,7 +465,7 @@ func (x *Eraser) query(ctx context.Context, table, pkName, pk string, fn func(ma
 func (x *Eraser) deletePartition(ctx context.Context, table, pkName, pk string, del func(sk string) bool) error {
 	skName := "sk"
 	var keys []map[string]types.AttributeValue
-	err := x.query(ctx, table, pkName, pk, func(it map[string]types.AttributeValue) error {
+	err := x.queryKeys(ctx, table, pkName, pk, func(it map[string]types.AttributeValue) error {
 		if del(attrS(it, skName)) {
 			keys = append(keys, map[string]types.AttributeValue{pkName: it[pkName], skName: it[skName]})
 		}

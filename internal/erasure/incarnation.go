@@ -15,10 +15,12 @@ import (
 )
 
 // readUserPartition reads the user's write-model partition: the ids, emails, values and
-// external ids of the erased incarnations, and the groups of their pointers. Without
-// AllIncarnations (subj.IDOnly) the erased incarnation is the last one, from its
-// user.created on (subj.From); the earlier ones stay as they are.
-func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subject, groups map[string]bool) (emails, exts map[string]bool, err error) {
+// external ids of the erased incarnations, and the groups of their pointers; sks are the
+// sort keys of the items it read (the first pass deletes them at its end, in the same
+// call, without reading the partition again). Without AllIncarnations (subj.IDOnly) the
+// erased incarnation is the last one, from its user.created on (subj.From); the earlier
+// ones stay as they are.
+func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subject, groups map[string]bool) (emails, exts map[string]bool, sks []string, err error) {
 	emails, exts = map[string]bool{}, map[string]bool{}
 	type rec struct {
 		version int64
@@ -26,8 +28,9 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 		payload events.Payload
 	}
 	var history []rec
-	err = x.query(ctx, table, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
+	err = x.queryAttrs(ctx, table, "id", dynamo.UserID(subj.Username), partitionAttrs, func(it map[string]types.AttributeValue) error {
 		sk := attrS(it, "sk")
+		sks = append(sks, sk)
 		switch {
 		case sk == dynamo.SKConfig:
 			// The state: the last incarnation's, which is always erased.
@@ -47,7 +50,7 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	subj.From, subj.Since, subj.Former = 0, time.Time{}, nil
 	if subj.IDOnly {
@@ -84,8 +87,13 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 			addAll(groups, p.Groups)
 		}
 	}
-	return emails, exts, nil
+	return emails, exts, sks, nil
 }
+
+// partitionAttrs are the attributes readUserPartition reads of the user's items: the
+// state's id and email, and what decodes a history record (not its change set, actor or
+// correlation, which it does not need).
+var partitionAttrs = []string{"sk", "user_id", "email", "event_type", "schema_version", "event_id", "kind", "key", "version", "occurred_at", "data"}
 
 // erasedWriteItem says which items of the user's write-model partition an erasure deletes
 // before its tombstone: everything but the `config` tombstone and the history of earlier

@@ -45,10 +45,14 @@ func readTables(row dynamo.Tenant, names dynamo.Names) (users, activities []stri
 func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Subject, groups map[string]bool) error {
 	users, activities := readTables(row, x.names)
 	for _, t := range users {
-		err := x.query(ctx, t, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
+		// The user's partition (view, group pointers), read once by its keys: every item
+		// of it goes, and its pointers name the groups whose memberships go too.
+		var keys []map[string]types.AttributeValue
+		err := x.queryKeys(ctx, t, "id", dynamo.UserID(subj.Username), func(it map[string]types.AttributeValue) error {
 			if sk := attrS(it, "sk"); strings.HasPrefix(sk, "group#") {
 				groups[strings.TrimPrefix(sk, "group#")] = true
 			}
+			keys = append(keys, map[string]types.AttributeValue{"id": it["id"], "sk": it["sk"]})
 			return nil
 		})
 		if missing(err) {
@@ -57,10 +61,6 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 		if err != nil {
 			return err
 		}
-		if err := x.deletePartition(ctx, t, "id", dynamo.UserID(subj.Username), func(string) bool { return true }); err != nil {
-			return err
-		}
-		var keys []map[string]types.AttributeValue
 		for g := range groups {
 			keys = append(keys, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(subj.Username))})
 		}
@@ -124,7 +124,8 @@ func (x *Eraser) sweepReadSide(ctx context.Context, row dynamo.Tenant, subj *Sub
 // incarnation's are kept.
 func (x *Eraser) deleteFeed(ctx context.Context, table, pk string, subj *Subject) error {
 	var keys []map[string]types.AttributeValue
-	err := x.query(ctx, table, "pk", pk, func(it map[string]types.AttributeValue) error {
+	// Only what tells an item's incarnation is read, not its change set.
+	err := x.queryAttrs(ctx, table, "pk", pk, []string{"sk", "entity", "version", "user_id"}, func(it map[string]types.AttributeValue) error {
 		erased := subj.From <= 0
 		switch {
 		case erased:
