@@ -156,6 +156,10 @@ type Change struct {
 	// with RequireMembers each must still exist, else the change conflicts.
 	RemoveMembers  []Membership
 	RequireMembers bool
+	// ExpectedMemberMoves, when set, is the group's count of member moves (GroupAggregate.
+	// MemberMoves) the change was decided on, beside ExpectedVersion: a group delete that
+	// read the members before a user rename moved one decides again (move_user.go).
+	ExpectedMemberMoves *int64
 	// RequireExpiresAt, with RequireMembers, is the expiry each removed membership must
 	// still have (an expiry's removal: a renewal or a removal in between wins).
 	RequireExpiresAt *time.Time

@@ -251,6 +251,12 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	} else {
 		put.ConditionExpression = aws.String("version = :v")
 		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(c.ExpectedVersion)}
+		if mm := c.ExpectedMemberMoves; mm != nil && *mm == 0 {
+			put.ConditionExpression = aws.String("version = :v AND attribute_not_exists(member_moves)")
+		} else if mm != nil {
+			put.ConditionExpression = aws.String("version = :v AND member_moves = :mm")
+			put.ExpressionAttributeValues[":mm"] = num(*mm)
+		}
 	}
 	add(roleVersion, types.TransactWriteItem{Put: put})
 
