@@ -70,7 +70,7 @@ func (h AddMemberHandler) Handle(ctx context.Context, t Tenant, cmd AddMember, m
 		if err != nil {
 			return err
 		}
-		u, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
+		u, err := loadLiveUser(ctx, h.deps, t, cmd.Username)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -145,6 +146,10 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		}
 		if err := unknownUsers(cmd, users); err != nil {
 			return err
+		}
+		// A rename of a user being made moves its memberships: it goes first.
+		if waited, err := h.deps.settleUsers(ctx, t, users); err != nil || waited {
+			return cmp.Or(err, ErrVersionConflict)
 		}
 		var added, removed []events.Member
 		for _, name := range cmd.Add {

@@ -31,7 +31,7 @@ func (h ChangePasswordHandler) Handle(ctx context.Context, t Tenant, cmd ChangeP
 	}
 	var result events.User
 	err := retry(ctx, func() error {
-		agg, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
+		agg, err := loadLiveUser(ctx, h.deps, t, cmd.Username)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -71,6 +72,10 @@ func (h CreateUserHandler) Handle(ctx context.Context, t Tenant, cmd CreateUser,
 		fresh = false
 		if agg.Live() {
 			return apperr.Conflict(apperr.CodeUsernameTaken, "username already in use")
+		}
+		// The name's memberships may still be moving away from it (a rename).
+		if waited, err := h.deps.settleUser(ctx, t, agg, ""); err != nil || waited {
+			return cmp.Or(err, ErrVersionConflict)
 		}
 		if agg.ErasureID != "" {
 			// The name's erasure removes its partition; a user made in it now would go too.

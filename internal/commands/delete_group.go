@@ -49,8 +49,11 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 			ExpectedVersion: old.Version,
 			Group:           &GroupAggregate{Exists: true, State: tomb, CleanupPending: len(leftover) > 0},
 			RemoveMembers:   ms[:inTx],
-			Idempotency:     m.Idempotency,
-			Actor:           m.Actor,
+			// A member's rename moving its membership after the members were read makes
+			// the delete decide again, so that it removes the moved one.
+			ExpectedMemberMoves: &agg.MemberMoves,
+			Idempotency:         m.Idempotency,
+			Actor:               m.Actor,
 		}
 		return h.deps.Store.Append(ctx, t, c)
 	})

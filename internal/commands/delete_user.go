@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"strings"
 
@@ -43,6 +44,11 @@ func (h DeleteUserHandler) remove(ctx context.Context, t Tenant, username string
 		agg, err := h.deps.Store.LoadUser(ctx, t, username)
 		if err != nil {
 			return err
+		}
+		// A rename of the user being made, or its memberships still moving to or from
+		// the name, goes first: the delete (or erasure) must find them all.
+		if waited, err := h.deps.settleUser(ctx, t, agg, ""); err != nil || waited {
+			return cmp.Or(err, ErrVersionConflict)
 		}
 		if err := check(agg); err != nil {
 			return err

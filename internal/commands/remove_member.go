@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -52,6 +53,10 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		}
 		if !u.Live() {
 			return apperr.NotFound("user")
+		}
+		// A rename of the user being made moves this membership: it goes first.
+		if waited, err := h.deps.settleUser(ctx, t, u, ""); err != nil || waited {
+			return cmp.Or(err, ErrVersionConflict)
 		}
 		current, err := h.deps.Store.Memberships(ctx, t, g.State.Key, []string{username})
 		if err != nil {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -204,6 +205,10 @@ func (h RenameGroupHandler) liveMembers(ctx context.Context, t Tenant, members [
 	users, err := h.deps.Store.LoadUsers(ctx, t, names)
 	if err != nil {
 		return nil, nil, err
+	}
+	// A member's rename being made moves its membership: it goes first (move_user.go).
+	if waited, err := h.deps.settleUsers(ctx, t, users); err != nil || waited {
+		return nil, nil, cmp.Or(err, ErrVersionConflict)
 	}
 	live := members[:0:0]
 	for _, m := range members {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/events"
 )
@@ -25,9 +27,16 @@ type RenameUserHandler struct{ deps Deps }
 
 func NewRenameUserHandler(d Deps) RenameUserHandler { return RenameUserHandler{deps: d} }
 
-// MaxRenameMemberships is how many memberships a rename moves in its one transaction
-// (five items each beside ten fixed ones); a user in more groups cannot be renamed yet.
-const MaxRenameMemberships = 18
+// MaxRenameMemberships is how many memberships a rename moves: its record lists every
+// one (the projector, the Keycloak sync and a replay move them by it), and a DynamoDB
+// item holds 400 KB; the record's payload is also held to maxUserRenameRecord. A user in
+// more groups cannot be renamed (400).
+var MaxRenameMemberships = 1000
+
+// maxUserRenameRecord bounds the encoded payload of a user rename's record: with the
+// record's other attributes it stays well below DynamoDB's 400 KB item limit. 1,000
+// memberships take about 250 KB with group names of 20 characters.
+var maxUserRenameRecord = 320_000
 
 // Validate normalises the new username and reports it if it breaks the rule.
 func (c *RenameUser) Validate() error {
@@ -41,9 +50,18 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 	if err := cmd.Validate(); err != nil {
 		return events.User{}, err
 	}
-	var result events.User
+	var (
+		result  events.User
+		payload *events.UserRenamed
+		lease   *MembersLease
+		marked  string
+	)
+	// The renamer's mark on the old name (MarkRename): every command naming the person
+	// waits for it, so that what the rename reads stays true until it is recorded.
+	owner := h.deps.NewID()
 	err := retry(ctx, func() error {
-		agg, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
+		payload, lease = nil, nil
+		agg, err := loadLiveUserAs(ctx, h.deps, t, cmd.Username, owner)
 		if err != nil {
 			return err
 		}
@@ -55,6 +73,15 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 			result = old
 			return h.deps.recordNoop(ctx, t, m, events.KindUser, old.Username, old.Version)
 		}
+		now := h.deps.Now()
+		ok, err := h.deps.Store.MarkRename(ctx, t, old.Username, old.Version, MembersLease{Version: old.Version, Owner: owner, Until: now.Add(membersLease)}, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrVersionConflict
+		}
+		marked = old.Username
 		target, err := h.deps.Store.LoadUser(ctx, t, cmd.NewUsername)
 		if err != nil {
 			return err
@@ -65,13 +92,15 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 		if target.ErasureID != "" {
 			return apperr.Unavailable(errors.New("the username is being erased"), time.Minute)
 		}
+		// The name's memberships may still be moving away from it (an earlier rename).
+		if waited, err := h.deps.settleUser(ctx, t, target, ""); err != nil || waited {
+			return cmp.Or(err, ErrVersionConflict)
+		}
 		if target.CleanupPending {
 			if err := finishUserCleanup(ctx, h.deps.Store, t, target); err != nil {
 				return err
 			}
 		}
-		// The revision is the one read with the group pointers: a group rename in between
-		// moves a pointer and takes the revision, so the rename's condition on it fails.
 		moved, fromRev, err := h.memberships(ctx, t, old)
 		if err != nil {
 			return err
@@ -83,7 +112,7 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 		for i := range moved {
 			moved[i].MembershipRev = toRev + 1
 		}
-		now := h.deps.now()
+		now = h.deps.now()
 		next := old
 		next.Username = cmd.NewUsername
 		// Versions are never reused under a name: a name that held a deleted user goes on
@@ -96,26 +125,53 @@ func (h RenameUserHandler) Handle(ctx context.Context, t Tenant, cmd RenameUser,
 			Username: old.Username, Version: old.Version + 1, CreatedAt: old.CreatedAt, UpdatedAt: now,
 			Deleted: true, DeletedMembershipRev: fromRev + 1,
 		}
-		payload := &events.UserRenamed{User: next, PreviousUsername: old.Username, PreviousVersion: old.Version,
+		payload = &events.UserRenamed{User: next, PreviousUsername: old.Username, PreviousVersion: old.Version,
 			PreviousDeletedMembershipRev: tomb.DeletedMembershipRev, Memberships: moved}
+		if data, err := events.Encode(payload); err != nil {
+			return err
+		} else if len(data) > maxUserRenameRecord {
+			return tooManyGroupsToRename(len(moved))
+		}
+		user := &UserAggregate{Exists: true, State: next, PasswordCiphertext: agg.PasswordCiphertext}
+		if len(moved) > 0 {
+			lease = &MembersLease{Version: next.Version, Owner: owner, Until: h.deps.Now().Add(membersLease)}
+			user.Pending = lease
+		}
 		changes := map[string]events.Change{"username": {Old: old.Username, New: next.Username}}
 		r := UserRename{
 			Change: Change{
 				Event:           h.deps.envelope(m, events.KindUser, next.Username, next.Version, now, changes, payload),
 				ExpectedVersion: target.State.Version,
-				User:            &UserAggregate{Exists: true, State: next, PasswordCiphertext: agg.PasswordCiphertext},
+				User:            user,
 				PutLookups:      UserLookups(next),
 				Idempotency:     m.Idempotency,
 				Actor:           m.Actor,
 			},
-			From: old.Username, FromVersion: old.Version, Tombstone: tomb,
+			From: old.Username, FromVersion: old.Version, Mark: owner, Tombstone: tomb,
 			FromMembershipRev: fromRev, ToMembershipRev: toRev,
 			Email: old.Email, Memberships: moved, UserID: old.ID,
 		}
 		result = next
 		return h.deps.Store.AppendRename(ctx, t, r)
 	})
-	return result, err
+	if err != nil {
+		if marked != "" {
+			// Nothing recorded: the name is given back at once rather than when the
+			// mark's lease runs out.
+			if err := h.deps.Store.ClearRenameMark(context.WithoutCancel(ctx), t, marked, owner); err != nil {
+				h.deps.log().Warn("a rename's mark could not be cleared; it is cleared when its lease runs out", zap.Error(err))
+			}
+		}
+		return events.User{}, err
+	}
+	if lease != nil {
+		// The rename is recorded, so it is answered as done whatever happens now: what
+		// this cannot move, the next command on either name moves (settleUser).
+		if err := h.deps.writeUserMove(ctx, t, *lease, payload); err != nil {
+			h.deps.userMoveFailed(t, payload.User.ID, payload.User.Version, err)
+		}
+	}
+	return result, nil
 }
 
 // memberships are the user's memberships as the rename moves them, each with its group's
@@ -155,8 +211,14 @@ func (h RenameUserHandler) memberships(ctx context.Context, t Tenant, u events.U
 			AddedVersion: it.GroupVersion, AddedAt: it.AddedAt, ExpiresAt: it.ExpiresAt})
 	}
 	if len(out) > MaxRenameMemberships {
-		return nil, 0, apperr.InvalidField("username",
-			fmt.Sprintf("the user is in %d groups; a rename moves at most %d", len(out), MaxRenameMemberships))
+		return nil, 0, tooManyGroupsToRename(len(out))
 	}
 	return out, rev, nil
+}
+
+// tooManyGroupsToRename is the 400 of a user in more groups than one rename's record
+// can list.
+func tooManyGroupsToRename(n int) error {
+	return apperr.InvalidField("username", fmt.Sprintf("the user is in %d groups; a rename moves at most %d "+
+		"(fewer with long group names: its record lists them in at most %d KB)", n, MaxRenameMemberships, maxUserRenameRecord/1000))
 }

@@ -21,7 +21,7 @@ func NewSetUserActiveHandler(d Deps) SetUserActiveHandler { return SetUserActive
 func (h SetUserActiveHandler) Handle(ctx context.Context, t Tenant, cmd SetUserActive, m Meta) (events.User, error) {
 	var result events.User
 	err := retry(ctx, func() error {
-		agg, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
+		agg, err := loadLiveUser(ctx, h.deps, t, cmd.Username)
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,17 @@ type UserAggregate struct {
 	// ErasureID is set on the tombstone of a user whose erasure is under way: the name
 	// is neither usable nor erasable again until the erasure is done (docs/erasure.md).
 	ErasureID string
+	// Renaming marks a live user whose rename is being decided (RenameUserHandler): the
+	// renamer holds it until Renaming.Until, and every command on the name waits for it
+	// (settleUser). nil when there is none.
+	Renaming *MembersLease
+	// Pending marks a person whose rename's memberships may not all have moved to this
+	// name yet (the rename's version, its mover's lease); MovedTo and MovedVersion mark the
+	// tombstone a rename left under the old name while they move (docs/storage.md,
+	// "Renames"). A move is over once MovedTo is no longer pending at MovedVersion.
+	Pending      *MembersLease
+	MovedTo      string
+	MovedVersion int64
 }
 
 // Live reports whether the user exists and is not deleted.
@@ -145,6 +156,10 @@ type Change struct {
 	// with RequireMembers each must still exist, else the change conflicts.
 	RemoveMembers  []Membership
 	RequireMembers bool
+	// ExpectedMemberMoves, when set, is the group's count of member moves (GroupAggregate.
+	// MemberMoves) the change was decided on, beside ExpectedVersion: a group delete that
+	// read the members before a user rename moved one decides again (move_user.go).
+	ExpectedMemberMoves *int64
 	// RequireExpiresAt, with RequireMembers, is the expiry each removed membership must
 	// still have (an expiry's removal: a renewal or a removal in between wins).
 	RequireExpiresAt *time.Time
@@ -271,6 +286,24 @@ type Store interface {
 	MemberStates(ctx context.Context, t Tenant, username string, groupKeys []string) (map[string]MemberState, error)
 	// AppendRename writes a user rename in one transaction (docs/storage.md, "Renames").
 	AppendRename(ctx context.Context, t Tenant, r UserRename) error
+	// MarkRename marks the live user username at version as being renamed by l.Owner
+	// until l.Until, if no other renamer holds a mark that runs after now, and raises the
+	// count of user deletes that covers the name; ok is false when the user moved on or
+	// another renamer holds it.
+	MarkRename(ctx context.Context, t Tenant, username string, version int64, l MembersLease, now time.Time) (ok bool, err error)
+	// ClearRenameMark removes the rename mark of owner from username's config, if it is
+	// still there.
+	ClearRenameMark(ctx context.Context, t Tenant, username, owner string) error
+	// LeaseUserMove gives l to l.Owner if username's rename is still pending at l.Version
+	// and its lease is l.Owner's or ran out before now; ok is false otherwise.
+	LeaseUserMove(ctx context.Context, t Tenant, username string, l MembersLease, now time.Time) (ok bool, err error)
+	// FinishUserMove clears the pending mark of l's rename if l.Owner still holds it.
+	FinishUserMove(ctx context.Context, t Tenant, username string, l MembersLease) error
+	// MoveUserMemberships moves a recorded user rename's memberships from the old name to
+	// the new, a few in each transaction: a membership whose group was deleted since, or
+	// that was already moved, is left. before runs before each request; its error stops
+	// the moves. Every move can be repeated.
+	MoveUserMemberships(ctx context.Context, t Tenant, m UserMove, before func(context.Context) error) error
 	// GroupMemberStates reads the membership items of a group, strongly consistently,
 	// ordered by username: at most limit of them.
 	GroupMemberStates(ctx context.Context, t Tenant, key string, limit int) ([]GroupMember, error)
@@ -301,15 +334,18 @@ type MemberState struct {
 
 // UserRename is everything a rename writes, in one transaction: Change holds the person
 // under the new name (Event, User, ExpectedVersion: the new name's aggregate version, 0
-// when the name was never used; PutLookups; Idempotency); the old name's config becomes
-// Tombstone (conditioned on FromVersion) and takes the next membership revision (from
-// FromMembershipRev), as a delete does; each membership moves from the old name to the
-// new, under the new name's next membership revision (from ToMembershipRev); the email's
-// guard passes to the new name.
+// when the name was never used; PutLookups; Idempotency), with the rename pending
+// (User.Pending) when memberships move; the old name's config becomes Tombstone
+// (conditioned on FromVersion and on the renamer's mark Mark), marked with the new name
+// while they move, and takes the next membership revision (from FromMembershipRev), as a
+// delete does; the new name takes its next membership revision (from ToMembershipRev),
+// which the moved memberships carry; the email's guard passes to the new name. The
+// memberships move after it (MoveUserMemberships).
 type UserRename struct {
 	Change            Change
 	From              string
 	FromVersion       int64
+	Mark              string
 	Tombstone         events.User
 	FromMembershipRev int64
 	ToMembershipRev   int64
@@ -317,6 +353,14 @@ type UserRename struct {
 	Memberships       []events.RenamedMembership
 	// UserID is the person's id, which every moved membership item must carry.
 	UserID string
+}
+
+// UserMove is what a recorded user rename moves: the memberships of the person UserID
+// from the name From to the name To.
+type UserMove struct {
+	From, To    string
+	UserID      string
+	Memberships []events.RenamedMembership
 }
 
 // Conflicts an Append can report; the handlers turn them into client errors or retries.

@@ -48,7 +48,7 @@ func (h UpdateUserHandler) Handle(ctx context.Context, t Tenant, cmd UpdateUser,
 	}
 	var result events.User
 	err := retry(ctx, func() error {
-		agg, err := loadLiveUser(ctx, h.deps.Store, t, cmd.Username)
+		agg, err := loadLiveUser(ctx, h.deps, t, cmd.Username)
 		if err != nil {
 			return err
 		}
@@ -96,18 +96,28 @@ func (h UpdateUserHandler) Handle(ctx context.Context, t Tenant, cmd UpdateUser,
 	return result, err
 }
 
-// loadLiveUser loads a user that must exist and not be deleted.
-func loadLiveUser(ctx context.Context, s Store, t Tenant, username string) (UserAggregate, error) {
+// loadLiveUser loads a user that must exist and not be deleted, with no rename of it
+// being made: one that is, is waited for or finished first (settleUser).
+func loadLiveUser(ctx context.Context, d Deps, t Tenant, username string) (UserAggregate, error) {
+	return loadLiveUserAs(ctx, d, t, username, "")
+}
+
+// loadLiveUserAs is loadLiveUser for the renamer whose own mark own is not in its way.
+func loadLiveUserAs(ctx context.Context, d Deps, t Tenant, username, own string) (UserAggregate, error) {
 	u, ok := identity.NormalizeUsername(username)
 	if !ok {
 		return UserAggregate{}, apperr.NotFound("user")
 	}
-	agg, err := s.LoadUser(ctx, t, u)
-	if err != nil {
-		return agg, err
+	for {
+		agg, err := d.Store.LoadUser(ctx, t, u)
+		if err != nil {
+			return agg, err
+		}
+		if !agg.Live() {
+			return agg, apperr.NotFound("user")
+		}
+		if waited, err := d.settleUser(ctx, t, agg, own); err != nil || !waited {
+			return agg, err
+		}
 	}
-	if !agg.Live() {
-		return agg, apperr.NotFound("user")
-	}
-	return agg, nil
 }

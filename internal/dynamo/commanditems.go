@@ -39,6 +39,17 @@ type userItem struct {
 	// username, and the names it held before.
 	NamedAt     string       `dynamodbav:"named_at,omitempty"`
 	FormerNames []FormerName `dynamodbav:"former_names,omitempty"`
+	// RenamingOwner holds a rename being decided until RenamingUntil (epoch ms);
+	// MembersPending (with its owner and lease) marks the person whose rename's
+	// memberships are still moving to this name; MovedTo and MovedVersion the old name's
+	// tombstone meanwhile (commands.UserAggregate). Written by the rename's own requests.
+	RenamingOwner     string `dynamodbav:"renaming_owner,omitempty"`
+	RenamingUntil     int64  `dynamodbav:"renaming_until,omitempty"`
+	MembersPending    int64  `dynamodbav:"members_pending,omitempty"`
+	MembersOwner      string `dynamodbav:"members_owner,omitempty"`
+	MembersLeaseUntil int64  `dynamodbav:"members_lease_until,omitempty"`
+	MovedTo           string `dynamodbav:"moved_to,omitempty"`
+	MovedVersion      int64  `dynamodbav:"moved_version,omitempty"`
 }
 
 // FormerName is a username a person held before a rename, as the command and read tables

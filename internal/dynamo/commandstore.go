@@ -100,7 +100,19 @@ func userAggregate(item map[string]types.AttributeValue) (commands.UserAggregate
 		PasswordCiphertext: it.Password,
 		CleanupPending:     it.CleanupPending,
 		ErasureID:          it.ErasureID,
+		Renaming:           lease(it.Version, it.RenamingOwner, it.RenamingUntil),
+		Pending:            lease(it.MembersPending, it.MembersOwner, it.MembersLeaseUntil),
+		MovedTo:            it.MovedTo,
+		MovedVersion:       it.MovedVersion,
 	}, nil
+}
+
+// lease is the stored lease of owner until (epoch ms) at version; nil when there is none.
+func lease(version int64, owner string, until int64) *commands.MembersLease {
+	if owner == "" {
+		return nil
+	}
+	return &commands.MembersLease{Version: version, Owner: owner, Until: time.UnixMilli(until)}
 }
 
 // LoadGroup reads a group's config item.
@@ -239,6 +251,12 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	} else {
 		put.ConditionExpression = aws.String("version = :v")
 		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(c.ExpectedVersion)}
+		if mm := c.ExpectedMemberMoves; mm != nil && *mm == 0 {
+			put.ConditionExpression = aws.String("version = :v AND attribute_not_exists(member_moves)")
+		} else if mm != nil {
+			put.ConditionExpression = aws.String("version = :v AND member_moves = :mm")
+			put.ExpressionAttributeValues[":mm"] = num(*mm)
+		}
 	}
 	add(roleVersion, types.TransactWriteItem{Put: put})
 
@@ -416,6 +434,9 @@ func (s *CommandStore) configItem(c commands.Change) (map[string]types.Attribute
 		item, err := UserConfigItem(c.User.State, c.User.PasswordCiphertext, c.User.CleanupPending)
 		if err == nil && c.User.ErasureID != "" {
 			item["erasure_id"] = str(c.User.ErasureID)
+		}
+		if p := c.User.Pending; err == nil && p != nil {
+			item["members_pending"], item["members_owner"], item["members_lease_until"] = num(p.Version), str(p.Owner), num(p.Until.UnixMilli())
 		}
 		return item, err
 	case c.Group != nil:

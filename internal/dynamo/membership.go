@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -70,14 +71,75 @@ func (s *CommandStore) CurrentMemberships(ctx context.Context, t commands.Tenant
 			out[sk[len(skMember):]] = Membership{GroupID: groupID, UserID: getS(it, "user_id")}
 		}
 	}
-	if _, ok := group["members_pending"]; !ok {
-		return out, nil
+	if _, ok := group["members_pending"]; ok {
+		pending, err := getN(group, "members_pending")
+		if err != nil {
+			return nil, err
+		}
+		if err := s.overlayPending(ctx, t, groupKey, groupID, pending, usernames, out); err != nil {
+			return nil, err
+		}
 	}
-	pending, err := getN(group, "members_pending")
+	return out, s.overlayUserMoves(ctx, t, groupKey, groupID, lastDeleted, usernames, out)
+}
+
+// overlayUserMoves sets out for the usernames without a membership item here whose
+// rename's memberships are still moving to them (commands.RenameUserHandler): the
+// rename's record decides, with the item still under the old name.
+func (s *CommandStore) overlayUserMoves(ctx context.Context, t commands.Tenant, groupKey, groupID string, lastDeleted int64, usernames []string, out map[string]Membership) error {
+	var keys []map[string]types.AttributeValue
+	for _, u := range usernames {
+		if _, ok := out[u]; !ok {
+			keys = append(keys, map[string]types.AttributeValue{"id": str(UserID(u)), "sk": str(SKConfig)})
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	users, err := s.batchGet(ctx, s.table(t), keys)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("get users of %s: %w", groupKey, err)
 	}
-	return out, s.overlayPending(ctx, t, groupKey, groupID, pending, usernames, out)
+	for _, it := range users {
+		if _, ok := it["members_pending"]; !ok || getBool(it, "deleted") {
+			continue
+		}
+		version, err := getN(it, "members_pending")
+		if err != nil {
+			return err
+		}
+		username := getS(it, "username")
+		e, err := s.LoadRecord(ctx, t, events.KindUser, username, version)
+		if err != nil {
+			return err
+		}
+		p, ok := e.Payload.(*events.UserRenamed)
+		if !ok {
+			return fmt.Errorf("user %s v%d is marked with a pending rename but records %s", logUser(username), version, e.Type)
+		}
+		if !slices.ContainsFunc(p.Memberships, func(m events.RenamedMembership) bool { return m.GroupKey == groupKey }) {
+			continue
+		}
+		item, err := s.get(ctx, s.table(t), GroupID(groupKey), MemberSK(p.PreviousUsername))
+		if err == nil && item == nil {
+			// Moved since the first read: it is under the new name now.
+			item, err = s.get(ctx, s.table(t), GroupID(groupKey), MemberSK(username))
+		}
+		if err != nil {
+			return err
+		}
+		if item == nil {
+			continue
+		}
+		added, err := getN(item, "group_version")
+		if err != nil {
+			return err
+		}
+		if getS(item, "user_id") == p.User.ID && added > lastDeleted {
+			out[username] = Membership{GroupID: groupID, UserID: p.User.ID}
+		}
+	}
+	return nil
 }
 
 // overlayPending sets out, for the usernames the pending change at version names, to what

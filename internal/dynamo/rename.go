@@ -43,13 +43,15 @@ func (s *CommandStore) MemberStates(ctx context.Context, t commands.Tenant, user
 
 // AppendRename writes a user rename in one TransactWriteItems (docs/storage.md,
 // "Renames"): the person's config under the new name (conditioned on that name's
-// version) and its history record there; the old name's tombstone (conditioned on the
-// old version), its membership revision taken as a delete takes it, and the count of
-// user deletes raised (a members change that added the old name meanwhile must look
-// again); the email guard handed to the new name; the lookups pointed at it; and every
-// membership moved, conditioned on its group's version (a group command in between makes
-// the rename decide again) and on the old item still being the person's, raising the
-// group's count of member renames (a group rename in between decides again).
+// version), marked with the rename as pending when memberships move, and its history
+// record there, which lists them; the old name's tombstone (conditioned on the old
+// version and on the renamer's mark, which every command naming the old name has waited
+// for since the rename read the memberships), marked with the new name while they move;
+// its membership revision taken as a delete takes it, and the count of user deletes
+// raised (a members change that added the old name meanwhile must look again); the new
+// name's membership revision taken; the email guard handed to the new name; the lookups
+// pointed at it. The memberships move after it (MoveUserMemberships), a few in each
+// transaction, so that a person in any number of groups can be renamed.
 func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r commands.UserRename) error {
 	table := s.table(t)
 	c := r.Change
@@ -89,14 +91,19 @@ func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r co
 	if err != nil {
 		return err
 	}
+	to := c.Event.Key
+	if len(r.Memberships) > 0 {
+		tomb["moved_to"], tomb["moved_version"] = str(to), num(c.Event.Version)
+	}
 	add(roleVersion, types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(table), Item: tomb,
-		ConditionExpression:       aws.String("version = :v AND deleted = :f"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(r.FromVersion), ":f": boolean(false)},
+		ConditionExpression: aws.String("version = :v AND deleted = :f AND renaming_owner = :o"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":v": num(r.FromVersion), ":f": boolean(false), ":o": str(r.Mark),
+		},
 	}})
 	add(roleNone, types.TransactWriteItem{Update: countUserDelete(table, r.From)})
 
-	to := c.Event.Key
 	for _, rv := range []struct {
 		username string
 		rev      int64
@@ -116,28 +123,6 @@ func (s *CommandStore) AppendRename(ctx context.Context, t commands.Tenant, r co
 	}
 	for _, l := range c.PutLookups {
 		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: lookupItem(l)}})
-	}
-	for _, m := range r.Memberships {
-		// The group's count of member renames is raised: a group rename that read the
-		// members before this one moved decides again.
-		add(roleVersion, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(SKConfig)},
-			UpdateExpression:          aws.String("SET member_moves = if_not_exists(member_moves, :z) + :one"),
-			ConditionExpression:       aws.String("version = :v"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(m.GroupVersion), ":z": num(0), ":one": num(1)},
-		}})
-		add(roleVersion, types.TransactWriteItem{Delete: &types.Delete{
-			TableName: aws.String(table), Key: map[string]types.AttributeValue{"id": str(GroupID(m.GroupKey)), "sk": str(MemberSK(r.From))},
-			ConditionExpression:       aws.String("user_id = :u"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(r.UserID)},
-		}})
-		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table),
-			Item: withExpiry(MemberItem(m.GroupKey, to, r.UserID, m.MembershipRev, m.AddedVersion, FormatTime(m.AddedAt)), m.ExpiresAt)}})
-		add(roleNone, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table),
-			Key: map[string]types.AttributeValue{"id": str(UserID(r.From)), "sk": str(GroupPointerSK(m.GroupKey))}}})
-		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-			"id": str(UserID(to)), "sk": str(GroupPointerSK(m.GroupKey)), "group_key": str(m.GroupKey), "added_at": str(FormatTime(m.AddedAt)),
-		}}})
 	}
 	if c.Idempotency != nil {
 		put, err := s.idempotencyWrite(c, now)
