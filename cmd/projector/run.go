@@ -27,6 +27,7 @@ import (
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/projector"
 	"github.com/ssodir/ssodir/internal/streams"
+	"github.com/ssodir/ssodir/internal/webhooks"
 )
 
 const usage = `usage:
@@ -84,6 +85,9 @@ type app struct {
 	indexer *memberindex.Indexer
 	// bus publishes the change feed to SSO_EVENTBRIDGE_BUS; nil without one.
 	bus *eventbridge.Publisher
+	// hooks is the long-running process's webhook deliverer once it runs (nil before, and
+	// in Lambda mode): an append wakes it.
+	hooks atomic.Pointer[webhooks.Deliverer]
 }
 
 func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, onListen listening) error {
@@ -116,10 +120,14 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 	if a.bus, err = a.busPublisher(); err != nil {
 		return err
 	}
-	feedOpts := changefeed.Options{Retention: cfg.EventsRetention}
-	if a.bus != nil {
-		feedOpts.OnAppend = func(string, string) { a.bus.Notify() }
-	}
+	feedOpts := changefeed.Options{Retention: cfg.EventsRetention, OnAppend: func(system, tenant string) {
+		if a.bus != nil {
+			a.bus.Notify()
+		}
+		if d := a.hooks.Load(); d != nil {
+			d.Notify(system, tenant)
+		}
+	}}
 	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names), feedOpts), clients.DB)
 	a.handler.Index(asof.New(clients.DB))
 

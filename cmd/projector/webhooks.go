@@ -34,6 +34,8 @@ func (a *app) deliverWebhooks(ctx context.Context, reg prometheus.Registerer) (f
 	if err != nil || d == nil {
 		return func(context.Context) {}, err
 	}
+	// This process's appends wake it: a change goes out without waiting for its poll.
+	a.hooks.Store(d)
 	return d.Run, nil
 }
 

@@ -46,7 +46,7 @@ func TestTinyRun(t *testing.T) {
 		"GET one user", "list by email", "name prefix", "user's groups", "3-page walk", "projector catch-up", "projector writes", "replay", "keycloak reconcile",
 		"keycloak reconcile of an unchanged", "keycloak reconcile of a", "import users n=40 c=8", "import users n=40 c=8, one of 3 groups",
 		"import users n=40 c=8, all 3 groups", "scim sync", "scim walk", "tenants, 4 idle", "capacity", "erase a user",
-		"erasure filter", "dead-letter reads", "as-of members", "as-of members", "events feed walk"}
+		"erasure filter", "dead-letter reads", "as-of members", "as-of members", "events feed walk", "events webhook latency"}
 	if len(rep.Scenarios) != len(want) {
 		t.Errorf("%d results, want %d", len(rep.Scenarios), len(want))
 	}

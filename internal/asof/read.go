@@ -259,11 +259,13 @@ func heldName(life map[string]types.AttributeValue, t int64) string {
 }
 
 // walk reads the answers at t from the nodes of t's path that the partition uses, root
-// first (continuing from the cursor), until limit items are kept. The nodes' first
-// Queries go out together, and the life items of everything they return are read in one
-// BatchGetItem, so a page costs about two round trips however many levels the history
-// uses; a node with more than a page of items is then read on, in order. keep decides
-// each item with the life items at hand (lifeAttr names the item's life).
+// first (continuing from the cursor), until limit items are kept. The first node is read
+// alone; if it does not fill the page, the other nodes' first Queries go out together.
+// The life items of the next limit items are read in one BatchGetItem, so a page costs
+// two round trips when its first node fills it (a group's current members are at the
+// root) and about four otherwise, however many levels the history uses; a node with more
+// than a page of items is then read on, in order. keep decides each item with the life
+// items at hand (lifeAttr names the item's life).
 func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, nodeID func(int, int64) string, kind, of string, t int64, limit int,
 	c *cursor, lifeAttr string, lifeID func(string) string, keep func(it, life map[string]types.AttributeValue) bool) (*string, error) {
 	var steps []step
@@ -282,27 +284,39 @@ func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, node
 		}
 		return q
 	}
+	// The first node (the root, or the cursor's) is read alone: it often fills the page
+	// (a group's current members are all at the root), and the other nodes would be read
+	// for nothing. When it does not, the rest of the path is read at once, together.
 	firsts := make([]*dynamodb.QueryOutput, len(steps))
-	errs := make([]error, len(steps))
-	var wg sync.WaitGroup
-	for i, st := range steps {
-		var start map[string]types.AttributeValue
-		if c != nil && st.level == c.Level {
-			start = key(nodeID(st.level, st.index), c.SK)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			firsts[i], errs[i] = r.db.Query(ctx, query(st, start))
-		}()
-	}
-	wg.Wait()
 	var all []map[string]types.AttributeValue
-	for i := range steps {
-		if errs[i] != nil {
-			return nil, errs[i]
+	load := func(from, to int) error {
+		errs := make([]error, to-from)
+		var wg sync.WaitGroup
+		for i := from; i < to; i++ {
+			st := steps[i]
+			var start map[string]types.AttributeValue
+			if c != nil && st.level == c.Level {
+				start = key(nodeID(st.level, st.index), c.SK)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				firsts[i], errs[i-from] = r.db.Query(ctx, query(st, start))
+			}()
 		}
-		all = append(all, firsts[i].Items...)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		for i := from; i < to; i++ {
+			all = append(all, firsts[i].Items...)
+		}
+		return nil
+	}
+	if len(steps) > 0 {
+		if err := load(0, 1); err != nil {
+			return nil, err
+		}
 	}
 	// Life items are read for the next limit items in path order, not for everything the
 	// nodes returned (most of which a full page never reaches).
@@ -322,6 +336,11 @@ func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, node
 	}
 	pos, got := 0, 0
 	for i, st := range steps {
+		if firsts[i] == nil {
+			if err := load(i, len(steps)); err != nil {
+				return nil, err
+			}
+		}
 		out, first := firsts[i], true
 		for {
 			for _, it := range out.Items {

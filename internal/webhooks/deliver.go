@@ -63,7 +63,15 @@ type Deliverer struct {
 
 	mu      sync.Mutex
 	running map[string]bool
-	wg      sync.WaitGroup
+	// again marks a running endpoint that a round passed over: its delivery, when it
+	// ends, wakes the deliverer, so that a change appended while it was finishing is not
+	// left to the next poll.
+	again map[string]bool
+	// hooked are the tenants ("system/tenant") with an active endpoint at the last round:
+	// the only ones whose appends wake the deliverer.
+	hooked map[string]bool
+	wg     sync.WaitGroup
+	wake   chan struct{}
 
 	attempts *prometheus.CounterVec
 	disabled *prometheus.CounterVec
@@ -92,7 +100,8 @@ func NewDeliverer(store *Store, o Options) (*Deliverer, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	d := &Deliverer{store: store, o: o, owner: uuid.NewString(), log: o.Log, running: map[string]bool{},
+	d := &Deliverer{store: store, o: o, owner: uuid.NewString(), log: o.Log, running: map[string]bool{}, again: map[string]bool{}, hooked: map[string]bool{},
+		wake: make(chan struct{}, 1),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ssodir_webhook_attempts_total",
 			Help: "Webhook delivery attempts, by result (delivered, failed)."}, []string{"result"}),
 		disabled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ssodir_webhooks_disabled_total",
@@ -121,18 +130,45 @@ func NewDeliverer(store *Store, o Options) (*Deliverer, error) {
 	return d, nil
 }
 
-// Run delivers until ctx ends, then waits for the deliveries under way to stop.
+// Run delivers until ctx ends, then waits for the deliveries under way to stop. A round
+// runs every Poll, and at once after a Notify.
 func (d *Deliverer) Run(ctx context.Context) {
 	defer d.wg.Wait()
+	poll := time.NewTimer(d.o.Poll)
+	defer poll.Stop()
 	for {
 		if err := d.Round(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("webhooks: a round failed; the next one tries again", zap.Error(err))
 		}
+		poll.Reset(d.o.Poll)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d.o.Poll):
+		case <-poll.C:
+		case <-d.wake:
 		}
+	}
+}
+
+// Notify wakes Run for a round now if the tenant had an active endpoint at the last round:
+// the projector calls it when it has appended changes to a tenant's feed
+// (changefeed.Options.OnAppend), so that a change reaches the endpoints without waiting
+// for the next poll. Poll stays the fallback for the changes other processes append and
+// for endpoints registered since. It never blocks; wakes that come while one is pending
+// are one.
+func (d *Deliverer) Notify(system, tenant string) {
+	d.mu.Lock()
+	hooked := d.hooked[system+"/"+tenant]
+	d.mu.Unlock()
+	if hooked {
+		d.wakeUp()
+	}
+}
+
+func (d *Deliverer) wakeUp() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -153,6 +189,15 @@ func (d *Deliverer) round(ctx context.Context) (started int, err error) {
 	}
 	heads := map[string]int64{}
 	now := d.store.now()
+	hooked := map[string]bool{}
+	for _, e := range eps {
+		if e.State == StateActive {
+			hooked[e.System+"/"+e.Tenant] = true
+		}
+	}
+	d.mu.Lock()
+	d.hooked = hooked
+	d.mu.Unlock()
 	for _, e := range eps {
 		if e.State != StateActive || e.NextAttempt.After(now) || e.LeaseOwner != d.owner && e.LeaseUntil.After(now) {
 			continue
@@ -180,6 +225,7 @@ func (d *Deliverer) start(ctx context.Context, e Endpoint) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.running[key] {
+		d.again[key] = true
 		return false
 	}
 	d.running[key] = true
@@ -188,7 +234,12 @@ func (d *Deliverer) start(ctx context.Context, e Endpoint) bool {
 		defer func() {
 			d.mu.Lock()
 			delete(d.running, key)
+			again := d.again[key]
+			delete(d.again, key)
 			d.mu.Unlock()
+			if again {
+				d.wakeUp()
+			}
 			d.wg.Done()
 		}()
 		if err := d.serve(ctx, e); err != nil && !errors.Is(err, errLost) && ctx.Err() == nil {
@@ -286,8 +337,13 @@ func (d *Deliverer) attempt(ctx context.Context, e Endpoint, secrets []string, h
 	if perr == nil {
 		rec.Status = "delivered"
 		d.attempts.WithLabelValues("delivered").Inc()
-		d.record(ctx, e, rec)
-		return d.store.advance(ctx, e, d.owner, at, true, d.o.Lease)
+		// The record and the position are items of their own: written at once, a
+		// delivered change costs the POST and one write's time, not two.
+		recorded := make(chan struct{})
+		go func() { defer close(recorded); d.record(ctx, e, rec) }()
+		e, err := d.store.advance(ctx, e, d.owner, at, true, d.o.Lease)
+		<-recorded
+		return e, err
 	}
 	d.attempts.WithLabelValues("failed").Inc()
 	e.Attempt++

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ssodir/ssodir/internal/changefeed"
+	"github.com/ssodir/ssodir/internal/webhooks"
+)
+
+// webhookRate is the issue's load for the webhook latency: changes a second, started by a
+// ticker (an open loop), whatever the answers' pace. The tiny scale (the smoke test, on a
+// loaded CI machine) runs a fifth of it.
+var webhookRate = map[string]float64{"full": 100, "small": 100, "tiny": 20}
+
+// webhookWindow is one measuring window of the webhook latency at each scale.
+var webhookWindow = map[string]time.Duration{"full": 30 * time.Second, "small": 10 * time.Second, "tiny": 2 * time.Second}
+
+// webhookDeliveryWait is how long after a window every change it made may take to arrive:
+// past it, a change not delivered fails the run.
+const webhookDeliveryWait = time.Minute
+
+// benchWebhookLatency measures the end-to-end latency of a webhook: the command API and the
+// projector run as processes with their defaults (polling, SSO_STREAM_POLL, the deliverer's
+// loop), one endpoint is registered to a receiver in the bench, and users are created at
+// webhookRate a second; for each change, the time from the command's 201 to the arrival of
+// its signed POST. The baseline is the same changes' time from the 201 to their append to
+// the feed (the feed item's fed_at_ms, written by the projector: what GET /events could
+// answer at the earliest); the ratio is then the cost of delivery on top of projection.
+func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, error) {
+	e, err := b.newEnv(ctx, sc.FreshDB)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	api, err := e.start(ctx, "command-api", "SSO_PROVISION_WAIT=1m", "SSO_WEBHOOKS_ALLOW_PRIVATE=true")
+	if err != nil {
+		return nil, err
+	}
+	if err := e.provision(ctx, api); err != nil {
+		return nil, err
+	}
+	if _, err := e.start(ctx, "projector", "SSO_WEBHOOKS_ALLOW_PRIVATE=true"); err != nil {
+		return nil, err
+	}
+	rx, err := newReceiver()
+	if err != nil {
+		return nil, err
+	}
+	defer rx.close()
+	body, _ := json.Marshal(map[string]any{"url": rx.url, "description": "ssodir-bench receiver"})
+	_, data, err := b.expect(ctx, http.StatusCreated, "POST", api.url()+tenantPath()+"/webhooks", body)
+	if err != nil {
+		return nil, err
+	}
+	var hook struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal(data, &hook); err != nil || !strings.HasPrefix(hook.Secret, webhooks.SecretPrefix) {
+		return nil, fmt.Errorf("POST /webhooks answered no secret: %s", data)
+	}
+	rx.secret.Store(&hook.Secret)
+
+	var seq atomic.Int64
+	create := func(ctx context.Context) (string, time.Time, error) {
+		t0 := time.Now()
+		u := benchUser("hook", int(seq.Add(1)), t0.UTC())
+		_, data, err := b.expect(ctx, http.StatusCreated, "POST", api.url()+tenantPath()+"/users", createBody(u))
+		acked := time.Now()
+		if err != nil {
+			// A create that takes longer than the listener's 30 s WriteTimeout ends in EOF: the
+			// command API fell that far behind the rate (on a loaded machine).
+			return "", acked, fmt.Errorf("%w (after %s; load average %.1f)", err, acked.Sub(t0).Round(time.Millisecond), loadAvg())
+		}
+		var out struct {
+			ID      string `json:"id"`
+			Version int64  `json:"version"`
+		}
+		if err := json.Unmarshal(data, &out); err != nil || out.ID == "" {
+			return "", acked, fmt.Errorf("POST /users answered no id: %s", data)
+		}
+		return changeKey(out.ID, out.Version), acked, nil
+	}
+	// The projector follows its shard only after its first lease tick, and the deliverer
+	// finds a new endpoint at its next round: one change must arrive before anything is
+	// measured; then creates at the rate for the warm-up.
+	key, _, err := create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, webhookDeliveryWait, 10*time.Millisecond, "the first webhook", func() (bool, error) {
+		return rx.has(key), rx.err()
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := open(ctx, webhookRate[sc.Name], sc.Warmup, func(ctx context.Context, _ int) error { _, _, err := create(ctx); return err }); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+
+	window, rate := webhookWindow[sc.Name], webhookRate[sc.Name]
+	r := &result{
+		Name: fmt.Sprintf("events webhook latency, %.0f changes/s", rate), Unit: "ms", BaselineUnit: "ms",
+		What: fmt.Sprintf("command API 201 → the change's signed POST received by a local endpoint (projector and deliverer with their defaults), user creates at %.0f/s for %s (open loop)",
+			rate, window),
+		BaselineWhat: "the same changes' 201 → their append to the change feed (fed_at_ms of the feed item, the projector's clock)",
+		Target:       atMost("p99_ms", 1000),
+		Notes: []string{"every change sent must arrive (sent = received, each with a valid Standard Webhooks signature) or the run fails",
+			"load_1m is the machine's load average at the end of the window",
+			"deliver_p50_ms / _p99_ms / _max_ms: the same changes' append to the feed → arrival (the deliverer's share)"},
+	}
+	for range sc.Reps {
+		var mu sync.Mutex
+		acked := map[string]time.Time{}
+		n, err := open(ctx, rate, window, func(ctx context.Context, _ int) error {
+			key, at, err := create(ctx)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			acked[key] = at
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		load := loadAvg()
+		if err := waitFor(ctx, webhookDeliveryWait, 10*time.Millisecond, "every change's webhook", func() (bool, error) {
+			return rx.hasAll(acked), rx.err()
+		}); err != nil {
+			return nil, fmt.Errorf("%d of %d changes delivered: %w", rx.count(acked), len(acked), err)
+		}
+		fed, err := fedAt(ctx, e.db, changefeed.TableName(e.names))
+		if err != nil {
+			return nil, err
+		}
+		var lats, feedLats, deliverLats []time.Duration
+		for k, at := range acked {
+			arrived := rx.arrival(k)
+			lats = append(lats, max(0, arrived.Sub(at)))
+			f, ok := fed[k]
+			if !ok {
+				return nil, fmt.Errorf("change %s arrived but is not in the feed", k)
+			}
+			feedLats = append(feedLats, max(0, f.Sub(at)))
+			deliverLats = append(deliverLats, max(0, arrived.Sub(f)))
+		}
+		fig := latencyFigures("", lats)
+		maps.Copy(fig, latencyFigures("deliver_", deliverLats))
+		fig["sent"], fig["received"], fig["started"] = float64(len(acked)), float64(rx.count(acked)), float64(n)
+		fig["load_1m"] = load
+		r.add(fig, latencyFigures("", feedLats))
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("redeliveries seen: %d (at least once: a duplicate is allowed, the first arrival counts)", rx.duplicates.Load()))
+	return r, nil
+}
+
+// changeKey names a change by its aggregate (immutable id) and version.
+func changeKey(id string, version int64) string { return id + "/" + strconv.FormatInt(version, 10) }
+
+// fedAt is when each change of the bench tenant went into the feed, by changeKey.
+func fedAt(ctx context.Context, db *dynamodb.Client, table string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: "feed#" + benchSystem + "/" + benchTenant},
+			":p":  &types.AttributeValueMemberS{Value: "p#"},
+		},
+	}
+	for {
+		page, err := db.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.Items {
+			agg, _ := it["aggregate"].(*types.AttributeValueMemberS)
+			v, _ := it["version"].(*types.AttributeValueMemberN)
+			at, _ := it["fed_at_ms"].(*types.AttributeValueMemberN)
+			if agg == nil || v == nil || at == nil {
+				return nil, fmt.Errorf("a feed item without aggregate, version or fed_at_ms: %v", it)
+			}
+			version, _ := strconv.ParseInt(v.Value, 10, 64)
+			ms, _ := strconv.ParseInt(at.Value, 10, 64)
+			out[changeKey(agg.Value, version)] = time.UnixMilli(ms)
+		}
+		if page.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// receiver is a webhook endpoint in the bench: it notes when each change first arrives and
+// checks its Standard Webhooks signature with the endpoint's secret.
+type receiver struct {
+	url    string
+	srv    *http.Server
+	secret atomic.Pointer[string]
+
+	mu         sync.Mutex
+	arrived    map[string]time.Time
+	bad        error
+	duplicates atomic.Int64
+}
+
+func newReceiver() (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rx := &receiver{url: "http://" + ln.Addr().String() + "/hook", arrived: map[string]time.Time{}}
+	rx.srv = &http.Server{Handler: http.HandlerFunc(rx.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = rx.srv.Serve(ln) }()
+	return rx, nil
+}
+
+func (rx *receiver) close() { _ = rx.srv.Close() }
+
+func (rx *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	now := time.Now()
+	if err != nil {
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		return
+	}
+	if err := rx.verify(req.Header, body); err != nil {
+		rx.fail(err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var ev struct {
+		Data struct {
+			ID      string `json:"id"`
+			Version int64  `json:"version"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.Data.ID == "" {
+		rx.fail(fmt.Errorf("a webhook body is not a change's CloudEvent: %.200s", body))
+		http.Error(w, "not a CloudEvent", http.StatusBadRequest)
+		return
+	}
+	key := changeKey(ev.Data.ID, ev.Data.Version)
+	rx.mu.Lock()
+	if _, ok := rx.arrived[key]; ok {
+		rx.duplicates.Add(1)
+	} else {
+		rx.arrived[key] = now
+	}
+	rx.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// verify checks the Standard Webhooks headers: one of the signatures is the secret's.
+func (rx *receiver) verify(h http.Header, body []byte) error {
+	secret := rx.secret.Load()
+	id, ts, sigs := h.Get(webhooks.HeaderID), h.Get(webhooks.HeaderTimestamp), h.Get(webhooks.HeaderSignature)
+	if secret == nil || id == "" || ts == "" || sigs == "" {
+		return fmt.Errorf("a webhook without its id, timestamp or signature (id %q, timestamp %q, signature %q)", id, ts, sigs)
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("webhook-timestamp %q", ts)
+	}
+	want, err := webhooks.Sign(*secret, id, time.Unix(sec, 0), body)
+	if err != nil {
+		return err
+	}
+	for _, s := range strings.Fields(sigs) {
+		if s == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("webhook %s: no signature verifies with the endpoint's secret", id)
+}
+
+func (rx *receiver) fail(err error) {
+	rx.mu.Lock()
+	if rx.bad == nil {
+		rx.bad = err
+	}
+	rx.mu.Unlock()
+}
+
+// err is the first delivery the receiver refused.
+func (rx *receiver) err() error {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	return rx.bad
+}
+
+func (rx *receiver) has(key string) bool {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	_, ok := rx.arrived[key]
+	return ok
+}
+
+func (rx *receiver) arrival(key string) time.Time {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	return rx.arrived[key]
+}
+
+// count is how many of the changes of acked arrived.
+func (rx *receiver) count(acked map[string]time.Time) int {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	n := 0
+	for k := range acked {
+		if _, ok := rx.arrived[k]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (rx *receiver) hasAll(acked map[string]time.Time) bool { return rx.count(acked) == len(acked) }
