@@ -150,13 +150,15 @@ func (c *Committer) commit(group []*pendingEvent) {
 }
 
 // listedMembers is how many members a record lists whose views or feed items it writes
-// one by one: a group rename's and a group delete's.
+// one by one: a group rename's, a group delete's, a members change's (up to 1,000).
 func listedMembers(e events.Envelope) int {
 	switch p := e.Payload.(type) {
 	case *events.GroupRenamed:
 		return len(p.Members)
 	case *events.GroupDeleted:
 		return len(p.Members)
+	case *events.GroupMembersChanged:
+		return len(p.Added) + len(p.Removed)
 	}
 	return 0
 }
