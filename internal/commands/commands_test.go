@@ -964,7 +964,8 @@ func TestInterruptedDelete(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			w.given(tc.given...)
-			w.store = &interruptedStore{Store: w.real}
+			store := &interruptedStore{Store: w.real}
+			w.store = store
 			if _, err := w.exec(t.Context(), step{cmd: tc.delete}); err != nil {
 				t.Fatalf("the delete was recorded but answered %v", err)
 			}
@@ -974,8 +975,11 @@ func TestInterruptedDelete(t *testing.T) {
 					leftovers++
 				}
 			}
-			if leftovers != 2 {
-				t.Fatalf("%d memberships left after the interrupted clean-up, want the 2 beyond one transaction", leftovers)
+			// A group delete's transaction also holds the checks of the counts of user
+			// deletes its member list rests on (and the parts of a long list): fewer
+			// memberships go in it.
+			if leftovers < 2 || leftovers != len(store.failed.Members) {
+				t.Fatalf("%d memberships left after the interrupted clean-up, want the %d (at least 2) beyond one transaction", leftovers, len(store.failed.Members))
 			}
 			if pending, err := tc.tomb(w); err != nil || !pending {
 				t.Fatalf("the tombstone is not marked for clean-up (%v)", err)

@@ -2,6 +2,8 @@ package commands
 
 import (
 	"context"
+	"errors"
+	"math"
 
 	"github.com/ssodir/ssodir/internal/events"
 )
@@ -30,7 +32,18 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 		}
 		// Members are read after the version: a concurrent join bumps the version, so the
 		// delete's condition fails and it is decided again with the new member.
-		ms, err := h.deps.Store.GroupMembers(ctx, t, agg.State.Key)
+		states, err := h.deps.Store.GroupMemberStates(ctx, t, agg.State.Key, math.MaxInt)
+		if err != nil {
+			return err
+		}
+		ms := make([]Membership, len(states))
+		for i, gm := range states {
+			ms[i] = Membership{GroupKey: agg.State.Key, Username: gm.Username, UserID: gm.UserID}
+		}
+		// The record lists the members whose membership the delete ends, as a rename
+		// does (liveMembers: never a person deleted or erased before it commits), so that
+		// each member's own feed shows it whatever the order the projector sees it in.
+		live, counts, err := liveMembers(ctx, h.deps, t, states)
 		if err != nil {
 			return err
 		}
@@ -40,18 +53,24 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 			Key: old.Key, Name: old.Name, Version: old.Version + 1, CreatedAt: old.CreatedAt, UpdatedAt: now,
 			Deleted: true, LastDeletedVersion: old.Version + 1,
 		}
-		inTx := min(len(ms), h.deps.Store.MaxMembersPerChange())
+		payload, parts, err := deletedGroup(tomb, old.ID, live)
+		if err != nil {
+			return err
+		}
+		// Each part of the record and each count checked takes an item of the transaction.
+		room := max(0, h.deps.Store.MaxMembersPerChange()-(parts+len(counts)+1)/2)
+		inTx := min(len(ms), room)
 		leftover = ms[inTx:]
 		c := Change{
-			DeleteLookups: GroupLookups(old),
-			Event: h.deps.envelope(m, events.KindGroup, old.Key, tomb.Version, now, groupChanges(old, events.Group{}),
-				&events.GroupDeleted{Group: tomb, PreviousID: old.ID}),
+			DeleteLookups:   GroupLookups(old),
+			Event:           h.deps.envelope(m, events.KindGroup, old.Key, tomb.Version, now, groupChanges(old, events.Group{}), payload),
 			ExpectedVersion: old.Version,
 			Group:           &GroupAggregate{Exists: true, State: tomb, CleanupPending: len(leftover) > 0},
 			RemoveMembers:   ms[:inTx],
 			// A member's rename moving its membership after the members were read makes
 			// the delete decide again, so that it removes the moved one.
 			ExpectedMemberMoves: &agg.MemberMoves,
+			DeleteCounts:        counts,
 			Idempotency:         m.Idempotency,
 			Actor:               m.Actor,
 		}
@@ -70,4 +89,23 @@ func (h DeleteGroupHandler) Handle(ctx context.Context, t Tenant, cmd DeleteGrou
 		}
 	}
 	return tomb.Version, nil
+}
+
+// deletedGroup is the payload of a group delete that ends the memberships of live, and how
+// many parts its record takes (events.SplitMembers). Members past what one record holds
+// (events.MemberListBytes: some 20,000 with long usernames) are left out, and the record
+// says so (MoreMembers): their feeds do not show the delete.
+func deletedGroup(tomb events.Group, previousID string, live []GroupMember) (*events.GroupDeleted, int, error) {
+	p := &events.GroupDeleted{Group: tomb, PreviousID: previousID}
+	for _, gm := range live {
+		p.Members = append(p.Members, events.Member{Username: gm.Username, UserID: gm.UserID, MembershipRev: gm.MembershipRev})
+	}
+	for {
+		_, parts, err := events.SplitMembers(p)
+		if !errors.Is(err, events.ErrMemberListTooLong) {
+			return p, len(parts), err
+		}
+		// A tenth fewer each time: a few rounds at most.
+		p.Members, p.MoreMembers = p.Members[:len(p.Members)*9/10], true
+	}
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -24,15 +25,15 @@ type RenameGroupHandler struct{ deps Deps }
 func NewRenameGroupHandler(d Deps) RenameGroupHandler { return RenameGroupHandler{deps: d} }
 
 // MaxRenameGroupMembers is how many memberships a group rename moves: its record lists
-// every one (the projector, the Keycloak sync and a replay move them by it), and a
-// DynamoDB item holds 400 KB; the record's payload is also held to maxRenameRecord.
+// every one (the projector, the Keycloak sync and a replay move them by it), over parts
+// when they do not fit in one item (events.SplitMembers), all in the rename's
+// transaction: together at most events.MemberListBytes (3 MB), which 10,000 members hold
+// with usernames of up to about 150 characters.
 var MaxRenameGroupMembers = 10_000
 
-// maxRenameRecord bounds the encoded payload of a group rename's record: with the
-// record's other attributes it stays well below DynamoDB's 400 KB item limit. A group
-// whose members do not fit cannot be renamed (400): about 2,200 members with usernames
-// of 20 characters, and at least 800 whatever their usernames.
-var maxRenameRecord = 320_000
+// maxRenameRecord bounds the encoded payload of a group rename's record with its parts
+// (events.MemberListBytes; lower in tests).
+var maxRenameRecord = events.MemberListBytes
 
 // Validate reports a new name that breaks the rule.
 func (c *RenameGroup) Validate() error {
@@ -121,7 +122,7 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 		}
 		var counts DeleteCounts
 		if newKey != old.Key && len(members) > 0 {
-			if members, counts, err = h.liveMembers(ctx, t, members); err != nil {
+			if members, counts, err = liveMembers(ctx, h.deps, t, members); err != nil {
 				return err
 			}
 		}
@@ -146,6 +147,11 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 			return err
 		} else if len(data) > maxRenameRecord {
 			return tooManyToRename()
+		}
+		if _, _, err := events.SplitMembers(payload); errors.Is(err, events.ErrMemberListTooLong) {
+			return tooManyToRename()
+		} else if err != nil {
+			return err
 		}
 		group := &GroupAggregate{Exists: true, State: next}
 		if newKey != old.Key && len(members) > 0 {
@@ -193,21 +199,25 @@ func (h RenameGroupHandler) Handle(ctx context.Context, t Tenant, cmd RenameGrou
 // decide again, and its record never names a person an erasure already swept
 // (docs/erasure.md, "No late writer"). A membership item of a deleted user is left to that
 // delete's clean-up, which finds it by the user's pointer to the old key.
-func (h RenameGroupHandler) liveMembers(ctx context.Context, t Tenant, members []GroupMember) ([]GroupMember, DeleteCounts, error) {
+// A group delete lists the members it ends the same way.
+func liveMembers(ctx context.Context, deps Deps, t Tenant, members []GroupMember) ([]GroupMember, DeleteCounts, error) {
+	if len(members) == 0 {
+		return nil, nil, nil
+	}
 	names := make([]string, len(members))
 	for i, m := range members {
 		names[i] = m.Username
 	}
-	counts, err := h.deps.Store.UserDeleteCounts(ctx, t, names)
+	counts, err := deps.Store.UserDeleteCounts(ctx, t, names)
 	if err != nil {
 		return nil, nil, err
 	}
-	users, err := h.deps.Store.LoadUsers(ctx, t, names)
+	users, err := deps.Store.LoadUsers(ctx, t, names)
 	if err != nil {
 		return nil, nil, err
 	}
 	// A member's rename being made moves its membership: it goes first (move_user.go).
-	if waited, err := h.deps.settleUsers(ctx, t, users); err != nil || waited {
+	if waited, err := deps.settleUsers(ctx, t, users); err != nil || waited {
 		return nil, nil, cmp.Or(err, ErrVersionConflict)
 	}
 	live := members[:0:0]

@@ -141,7 +141,7 @@ func TestRenameGroupRefusals(t *testing.T) {
 }
 
 func TestRenameGroupOfTooManyMembersIsRefused(t *testing.T) {
-	defer commands.SetRenameBounds(5, 320_000)()
+	defer commands.SetRenameBounds(5, events.MemberListBytes)()
 	w := newWorld(t)
 	names := []string{"u0", "u1", "u2", "u3", "u4", "u5"}
 	w.given(append(usersBatch(names), commands.CreateGroup{Name: "big"}, commands.ChangeMembers{Group: "big", Add: names[1:]})...)

@@ -264,13 +264,16 @@ func (s *CommandStore) Append(ctx context.Context, t commands.Tenant, c commands
 	if s.historyRetention > 0 {
 		ttl = c.Event.OccurredAt.Add(s.historyRetention).Unix()
 	}
-	record, err := EncodeRecord(c.Event, now, ttl)
+	record, parts, err := EncodeRecordParts(c.Event, now, ttl)
 	if err != nil {
 		return err
 	}
 	add(roleVersion, types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(table), Item: record, ConditionExpression: aws.String("attribute_not_exists(sk)"),
 	}})
+	for _, part := range parts {
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: part}})
+	}
 
 	indexWrites, indexPending := memberIndexWrites(table, c.Event)
 	for _, w := range indexWrites {
@@ -532,7 +535,20 @@ func (s *CommandStore) LoadRecord(ctx context.Context, t commands.Tenant, kind e
 	if item == nil {
 		return events.Envelope{}, fmt.Errorf("record %s v%d: %w", logAgg(kind, key), version, commands.ErrRecordGone)
 	}
-	return DecodeRecord(s.registry, item)
+	env, err := DecodeRecord(s.registry, item)
+	if err != nil {
+		return env, err
+	}
+	return env, s.JoinRecordParts(ctx, t, item, &env)
+}
+
+// JoinRecordParts joins into env, decoded from a record item of the tenant's write table
+// (or a stream image of one), the members its parts list (none when it has no parts).
+func (s *CommandStore) JoinRecordParts(ctx context.Context, t commands.Tenant, item map[string]types.AttributeValue, env *events.Envelope) error {
+	if RecordParts(item) == 0 {
+		return nil
+	}
+	return JoinParts(ctx, s.db, s.registry, s.table(t), item, env)
 }
 
 // GroupMembersUpTo are at most n of a group's memberships (in the order of their

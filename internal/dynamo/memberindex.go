@@ -23,7 +23,7 @@ import (
 //
 // A change that names one member (group.member_added, group.member_removed) writes its
 // item in its own transaction. One that may name more than a transaction holds
-// (group.members_changed, group.renamed) writes a pending mark instead,
+// (group.members_changed, group.renamed, group.deleted) writes a pending mark instead,
 // `memberidx-pending` / `ref#<version>#<group key>`, and replaces it with the items right
 // after its commit; an erasure reads the marks still there (a writer that died in
 // between) and the records they name. Either way a group record that names someone is,
@@ -94,6 +94,10 @@ func NamedMemberIDs(p events.Payload) []string {
 		for _, m := range p.Members {
 			ids = append(ids, m.UserID)
 		}
+	case *events.GroupDeleted:
+		for _, m := range p.Members {
+			ids = append(ids, m.UserID)
+		}
 	}
 	ids = slices.DeleteFunc(ids, func(id string) bool { return id == "" })
 	slices.Sort(ids)
@@ -123,7 +127,8 @@ func memberIndexWrites(table string, e events.Envelope) (puts []types.TransactWr
 	switch {
 	case len(items) == 0:
 		return nil, false
-	case len(items) <= memberIndexInTx && e.Type != events.GroupMembersChangedType && e.Type != events.GroupRenamedType:
+	case len(items) <= memberIndexInTx && e.Type != events.GroupMembersChangedType && e.Type != events.GroupRenamedType &&
+		e.Type != events.GroupDeletedType:
 		for _, it := range items {
 			puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: it}})
 		}

@@ -20,6 +20,7 @@ func TestNamedMemberIDsCoverEveryRecordThatNamesAMember(t *testing.T) {
 		"changed": {&events.GroupMembersChanged{Added: []events.Member{{UserID: "u2"}, {UserID: "u1"}},
 			Removed: []events.Member{{UserID: "u2"}}}, []string{"u1", "u2"}},
 		"renamed": {&events.GroupRenamed{Members: []events.RenamedMember{{UserID: "u3"}, {Erased: true}}}, []string{"u3"}},
+		"deleted": {&events.GroupDeleted{Members: []events.Member{{UserID: "u5"}, {UserID: "u4"}, events.ErasedMember()}}, []string{"u4", "u5"}},
 		"updated": {&events.GroupUpdated{}, nil},
 	} {
 		if got := NamedMemberIDs(c.p); !slices.Equal(got, c.want) {

@@ -49,8 +49,11 @@ func MemberSK(username string) string { return skMember + username }
 // GroupPointerSK is the sort key of a membership pointer in a user's partition.
 func GroupPointerSK(groupKey string) string { return skGroupPtr + groupKey }
 
-// IsHistorySK reports whether sk names a `config#<version>` record.
-func IsHistorySK(sk string) bool { return strings.HasPrefix(sk, skHistory) }
+// IsHistorySK reports whether sk names a `config#<version>` record (not one of its
+// parts: IsPartSK).
+func IsHistorySK(sk string) bool {
+	return strings.HasPrefix(sk, skHistory) && !strings.Contains(sk[len(skHistory):], "#")
+}
 
 // IsMemberSK reports whether sk names a membership item.
 func IsMemberSK(sk string) bool { return strings.HasPrefix(sk, skMember) }

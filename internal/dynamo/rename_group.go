@@ -86,13 +86,16 @@ func (s *CommandStore) AppendGroupRename(ctx context.Context, t commands.Tenant,
 	if s.historyRetention > 0 {
 		ttl = c.Event.OccurredAt.Add(s.historyRetention).Unix()
 	}
-	record, err := EncodeRecord(c.Event, now, ttl)
+	record, parts, err := EncodeRecordParts(c.Event, now, ttl)
 	if err != nil {
 		return err
 	}
 	add(roleVersion, types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(table), Item: record, ConditionExpression: aws.String("attribute_not_exists(sk)"),
 	}})
+	for _, part := range parts {
+		add(roleNone, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: part}})
+	}
 
 	indexWrites, indexPending := memberIndexWrites(table, c.Event)
 	for _, w := range indexWrites {

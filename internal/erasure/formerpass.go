@@ -143,6 +143,9 @@ func (x *Eraser) tombstoneOf(ctx context.Context, table, group string, version i
 	if err != nil {
 		return false, err
 	}
+	if err := dynamo.JoinParts(ctx, x.db, x.reg, table, out.Item, &env); err != nil {
+		return false, err
+	}
 	type member struct {
 		name, id string
 		erased   bool
@@ -158,6 +161,10 @@ func (x *Eraser) tombstoneOf(ctx context.Context, table, group string, version i
 			ms = append(ms, member{m.Username, m.UserID, m.Erased})
 		}
 	case *events.GroupRenamed:
+		for _, m := range p.Members {
+			ms = append(ms, member{m.Username, m.UserID, m.Erased})
+		}
+	case *events.GroupDeleted:
 		for _, m := range p.Members {
 			ms = append(ms, member{m.Username, m.UserID, m.Erased})
 		}

@@ -96,6 +96,19 @@ func (x *Eraser) rewriteIndexedGroups(ctx context.Context, row dynamo.Tenant, er
 				if err != nil {
 					return err
 				}
+				// The index points at the record's version: its parts
+				// (dynamo.PartSK) list members as the record does.
+				parts, err := dynamo.ReadParts(rctx, x.db, table, it)
+				if err != nil {
+					return err
+				}
+				for _, part := range parts {
+					c, err := x.rewriteRecord(rctx, table, part, subj)
+					if err != nil {
+						return err
+					}
+					changed = changed || c
+				}
 				if changed || !r.pending {
 					mu.Lock()
 					found[r.group] = true
@@ -122,8 +135,8 @@ func (x *Eraser) rewriteIndexedGroups(ctx context.Context, row dynamo.Tenant, er
 	return nil
 }
 
-// rewriteRecord rewrites a group history record that names the subject (an erased member
-// in its place); changed is false when it names them no more.
+// rewriteRecord rewrites a group history record, or a part of one, that names the
+// subject (an erased member in its place); changed is false when it names them no more.
 func (x *Eraser) rewriteRecord(ctx context.Context, table string, it map[string]types.AttributeValue, subj *Subject) (bool, error) {
 	id, sk := attrS(it, "id"), attrS(it, "sk")
 	out, changed, err := RewriteHistoryItem(x.reg, it, subj)

@@ -150,7 +150,7 @@ func (x *Eraser) deleteFeed(ctx context.Context, table, pk string, subj *Subject
 func (x *Eraser) erasedVersions(ctx context.Context, table, group string) (map[int64]bool, error) {
 	out := map[int64]bool{}
 	err := x.query(ctx, table, "id", dynamo.GroupID(group), func(it map[string]types.AttributeValue) error {
-		if b, ok := it["erased_members"].(*types.AttributeValueMemberBOOL); ok && b.Value && dynamo.IsHistorySK(attrS(it, "sk")) {
+		if b, ok := it["erased_members"].(*types.AttributeValueMemberBOOL); ok && b.Value && (dynamo.IsHistorySK(attrS(it, "sk")) || dynamo.IsPartSK(attrS(it, "sk"))) {
 			out[historyVersion(it)] = true
 		}
 		return nil

@@ -179,6 +179,12 @@ func RewriteEnvelope(e *events.Envelope, s *Subject) (changed bool) {
 				p.Members[i], changed = events.RenamedMember{Erased: true}, true
 			}
 		}
+	case *events.GroupDeleted:
+		for i, m := range p.Members {
+			if s.isMember(m.Username, m.UserID) {
+				p.Members[i], changed = events.ErasedMember(), true
+			}
+		}
 	case *events.GroupMembersChanged:
 		for i, m := range p.Added {
 			if s.isMember(m.Username, m.UserID) {
@@ -239,8 +245,9 @@ func rewriteChangesJSON(raw string, s *Subject) (string, bool, error) {
 	return string(b), true, nil
 }
 
-// RewriteHistoryItem rewrites a group's `config#<version>` item (of the write table, or
-// an image of one in a stream record) so that it names the subject only as an erased
+// RewriteHistoryItem rewrites a group's `config#<version>` item, or a part of one
+// (dynamo.PartSK: its `data` lists members as the record's does), of the write table or
+// an image of one in a stream record, so that it names the subject only as an erased
 // member; the item is returned unchanged, with changed false, when it does not name them.
 func RewriteHistoryItem(reg *events.Registry, item map[string]types.AttributeValue, s *Subject) (map[string]types.AttributeValue, bool, error) {
 	data := attrS(item, "data")

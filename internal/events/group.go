@@ -74,6 +74,13 @@ type GroupUpdated struct {
 type GroupDeleted struct {
 	Group      Group  `json:"group"`
 	PreviousID string `json:"previous_id"`
+	// Members are the memberships the delete ended, of users live as the same person
+	// when it was decided (each with its membership revision), sorted by username: each
+	// member's own feed shows the delete. A record lists them over parts when they do not
+	// fit in one item (parts.go); MoreMembers says that it lists only the first members,
+	// those that fit in MemberListBytes. Records from before the list name no members.
+	Members     []Member `json:"members,omitempty"`
+	MoreMembers bool     `json:"more_members,omitempty"`
 }
 
 // GroupMemberAdded: a user joined the group.

@@ -223,6 +223,9 @@ func (h *Handler) Apply(ctx context.Context, rec streams.Record) error {
 	if err != nil {
 		return fmt.Errorf("decode history record of %s: %w", identity.LogKey(rec.Aggregate), err)
 	}
+	if err := h.cfg.Store.JoinRecordParts(ctx, commands.Tenant{System: rec.System, ID: rec.Tenant}, rec.NewImage, &env); err != nil {
+		return writeModelError{err}
+	}
 	realm, err := h.cfg.Realms.Get(ctx, rec.System, rec.Tenant)
 	if errors.Is(err, ErrNoKeycloak) {
 		if e, ok := env.Payload.(*events.UserErased); ok {

@@ -20,6 +20,9 @@ const (
 	maxCommits = 2
 	// commitTimeout bounds one commit, which outlives the callers that gave up on it.
 	commitTimeout = 30 * time.Second
+	// perListedMember is what a commit's bound grows by for each member a record lists
+	// (a group rename moves, a group delete writes feed items for, up to 10,000 and more).
+	perListedMember = 20 * time.Millisecond
 )
 
 // Committer is group commit for the live projector: events handed to Apply concurrently
@@ -108,7 +111,11 @@ func (c *Committer) commitQueued() {
 }
 
 func (c *Committer) commit(group []*pendingEvent) {
-	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	timeout := commitTimeout
+	for _, pe := range group {
+		timeout += time.Duration(listedMembers(pe.e)) * perListedMember
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if len(group) > 1 {
 		es := make([]events.Envelope, len(group))
@@ -140,4 +147,18 @@ func (c *Committer) commit(group []*pendingEvent) {
 		wg.Go(func() { pe.done <- c.p.apply(ctx, c.t, pe.e, pe.seen) })
 	}
 	wg.Wait()
+}
+
+// listedMembers is how many members a record lists whose views or feed items it writes
+// one by one: a group rename's, a group delete's, a members change's (up to 1,000).
+func listedMembers(e events.Envelope) int {
+	switch p := e.Payload.(type) {
+	case *events.GroupRenamed:
+		return len(p.Members)
+	case *events.GroupDeleted:
+		return len(p.Members)
+	case *events.GroupMembersChanged:
+		return len(p.Added) + len(p.Removed)
+	}
+	return 0
 }

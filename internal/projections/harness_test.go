@@ -192,6 +192,13 @@ func assertActivities(t testing.TB, s snapshot, applied []events.Envelope) {
 			if !p.Erased {
 				mine(e, p.Username, e.EventID)
 			}
+		case *events.GroupDeleted:
+			// Each member the delete removed sees it in their own feed.
+			for _, m := range p.Members {
+				if !m.Erased {
+					mine(e, m.Username, e.EventID)
+				}
+			}
 		}
 		want[projections.EntityPK(e.Entity())+"/"+projections.ActivitySK(e.OccurredAt, e.EventID)] = true
 	}

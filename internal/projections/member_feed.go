@@ -12,7 +12,8 @@ import (
 // added to or removed from a group, by whom (docs/storage.md, "activity feed"). Each is
 // the group's item for that member (same event id, sort key, type, entity `group:<key>`,
 // actor, time and group version) with the group's name as its change (`group`: new for an
-// addition, old for a removal), and the member's user id (`user_id`, never shown), by
+// addition, old for a removal or the group's delete: group.deleted lists the members it
+// removed), and the member's user id (`user_id`, never shown), by
 // which an erasure of one incarnation of a name tells its items from an earlier
 // incarnation's. They carry no actor_pk or day_pk: the actor's and the day's feeds list
 // the group's item once. An erased member gets none. The keys are derived from the event,
@@ -48,6 +49,16 @@ func (a activity) memberFeedItems(e events.Envelope) ([]Item, error) {
 				ms = append(ms, member{memberEventID(e.EventID, len(p.Added)+i), m.Username, m.UserID, events.GroupMemberRemovedType})
 			}
 		}
+	case *events.GroupDeleted:
+		// The delete ended the memberships its record lists (from the write model, as it
+		// was decided): the feed items come from the record alone, never from the read
+		// model, so any order of records and any replay writes the same ones.
+		group = p.Group
+		for _, m := range p.Members {
+			if !m.Erased {
+				ms = append(ms, member{e.EventID, m.Username, m.UserID, events.GroupDeletedType})
+			}
+		}
 	default:
 		return nil, nil
 	}
@@ -57,7 +68,7 @@ func (a activity) memberFeedItems(e events.Envelope) ([]Item, error) {
 			return nil, fmt.Errorf("%s %s v%d: a member without a username", e.Type, e.Key, e.Version)
 		}
 		change := events.Change{New: group.Name}
-		if m.t == events.GroupMemberRemovedType {
+		if m.t == events.GroupMemberRemovedType || m.t == events.GroupDeletedType {
 			change = events.Change{Old: group.Name}
 		}
 		changes, err := changeSet(map[string]events.Change{"group": change})

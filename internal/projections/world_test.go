@@ -224,6 +224,12 @@ func (w *world) updateGroup(key, description string) events.Envelope {
 func (w *world) deleteGroup(key string) events.Envelope {
 	g := w.liveGroup(key)
 	prev := g.state
+	// The record lists the members it removes, as the command side decides them: the
+	// memberships of users live now (a user delete before it took theirs).
+	var members []events.Member
+	for _, name := range slices.Sorted(maps.Keys(g.members)) {
+		members = append(members, events.Member{Username: name, UserID: w.users[name].state.ID, MembershipRev: w.memRev[name]})
+	}
 	g.exists = false
 	g.members = map[string]int64{}
 	v := prev.Version + 1
@@ -231,7 +237,7 @@ func (w *world) deleteGroup(key string) events.Envelope {
 		Key: key, Name: prev.Name, Version: v, CreatedAt: prev.CreatedAt, UpdatedAt: w.tick(),
 		Deleted: true, LastDeletedVersion: v,
 	}
-	return w.record(events.KindGroup, key, v, &events.GroupDeleted{Group: g.state, PreviousID: prev.ID},
+	return w.record(events.KindGroup, key, v, &events.GroupDeleted{Group: g.state, PreviousID: prev.ID, Members: members},
 		map[string]events.Change{"deleted": {Old: false, New: true}})
 }
 

@@ -133,6 +133,9 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 	if err != nil {
 		return fmt.Errorf("decode history record of %s: %w", identity.LogKey(rec.Aggregate), err)
 	}
+	if err := h.tenants.JoinRecordParts(ctx, h.registry, rec.System, rec.Tenant, rec.NewImage, &env); err != nil {
+		return err
+	}
 	if h.eraser != nil {
 		if e, ok := env.Payload.(*events.UserErased); ok {
 			targets, err := h.Targets(ctx, rec.System, rec.Tenant)

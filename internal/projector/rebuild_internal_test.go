@@ -159,7 +159,7 @@ func (f rebuildFixture) log(t *testing.T) []map[string]types.AttributeValue {
 // states is the state items of the command log as a page of the rebuild would read them.
 func (f rebuildFixture) states(t *testing.T) []stateItem {
 	t.Helper()
-	_, _, states, err := f.replayer.split(f.log(t))
+	_, _, states, err := f.replayer.split(context.Background(), f.row.CommandsTable, f.log(t))
 	if err != nil {
 		t.Fatal(err)
 	}

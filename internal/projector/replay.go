@@ -408,7 +408,7 @@ func (r *Replayer) rebuild(ctx context.Context, row dynamo.Tenant, next projecti
 // page's state items to the checks.
 func (r *Replayer) applyPage(ctx context.Context, row dynamo.Tenant, next projections.Tables, items []map[string]types.AttributeValue,
 	list *checklist, groups *sync.Map) (int, int, error) {
-	history, keys, states, err := r.split(items)
+	history, keys, states, err := r.split(ctx, row.CommandsTable, items)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -17,7 +17,9 @@ import (
 
 // split decodes a page of the command table into its history records (and their keys, by
 // keyOf) and its state items.
-func (r *Replayer) split(items []map[string]types.AttributeValue) ([]events.Envelope, map[string]bool, []stateItem, error) {
+// A record split over parts (dynamo.RecordParts) is joined with them, read from table; the
+// part items of the page are passed over.
+func (r *Replayer) split(ctx context.Context, table string, items []map[string]types.AttributeValue) ([]events.Envelope, map[string]bool, []stateItem, error) {
 	var (
 		history []events.Envelope
 		keys    = map[string]bool{}
@@ -29,6 +31,9 @@ func (r *Replayer) split(items []map[string]types.AttributeValue) ([]events.Enve
 		case dynamo.IsHistorySK(sk):
 			e, err := dynamo.DecodeRecord(r.registry, it)
 			if err != nil {
+				return nil, nil, nil, fmt.Errorf("replay: %w", err)
+			}
+			if err := dynamo.JoinParts(ctx, r.db, r.registry, table, it, &e); err != nil {
 				return nil, nil, nil, fmt.Errorf("replay: %w", err)
 			}
 			history = append(history, e)

@@ -28,7 +28,10 @@ function activityItem(t, a, withEntity, feed) {
   const by = h('div', { class: 'meta' }, 'by ', actorName(t, a.actor, h('a', { class: 'actor', href: `${tenantHash(t, 'activity')}?actor=${enc(a.actor)}` })), ' at ', time(a.occurred_at));
   // In a user's own timeline, a group's membership change of theirs, in words.
   const m = !withEntity && feed && feed.startsWith('user:') && membershipChange(a);
-  if (m) return h('li', { class: 'membership' }, h('div', { class: 'what' }, `${m.words} `, h('a', { href: tenantHash(t, 'groups', m.key) }, m.name)), by);
+  if (m) {
+    const group = m.deleted ? m.name : h('a', { href: tenantHash(t, 'groups', m.key) }, m.name);
+    return h('li', { class: 'membership' }, h('div', { class: 'what' }, `${m.words} `, group, m.after), by);
+  }
   return h('li', {},
     h('div', { class: 'what' }, typeLabels[a.type] || a.type, withEntity ? [' · ', entityLink(t, a.entity)] : null, h('span', { class: 'muted' }, ` · v${a.version}`)),
     by,

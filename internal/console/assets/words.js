@@ -79,7 +79,9 @@ export function actorName(t, actor, el) {
 export function membershipChange(a) {
   if (!a.entity || !a.entity.startsWith('group:')) return null;
   const added = a.type === 'group.member_added';
-  if (!added && a.type !== 'group.member_removed') return null;
+  // A group delete ends every membership: each member's feed has it too.
+  const deleted = a.type === 'group.deleted';
+  if (!added && !deleted && a.type !== 'group.member_removed') return null;
   const c = (a.changes || {}).group;
   if (!c) return null; // a group's own item (its change is the member)
   const name = added ? c.new : c.old;
@@ -87,5 +89,8 @@ export function membershipChange(a) {
     words: added ? 'Added to group' : 'Removed from group',
     key: a.entity.slice('group:'.length),
     name: typeof name === 'string' && name ? name : a.entity.slice('group:'.length),
+    // The group is gone (its name may be another group's by now): no link.
+    after: deleted ? ' (group deleted)' : '',
+    deleted,
   };
 }
