@@ -5,11 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
-	"github.com/ssodir/ssodir/internal/process"
 )
 
 // erasuresCommand is `ssodirctl erasures reapply`: the erasure ledger re-applied to
@@ -27,15 +25,7 @@ func erasuresCommand(s *settings) *cobra.Command {
     --commands-table mbcsso_prod_acme_eu_user_commands_restored`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			system, tenant := s.system, s.tenant
-			if system == "" || tenant == "" {
-				return usagef("which tenant? set --system and --tenant (or SSODIR_SYSTEM and SSODIR_TENANT)")
-			}
-			cfg, err := config.LoadProjector(s.env)
-			if err != nil {
-				return usagef("configuration: %v", err)
-			}
-			clients, err := process.NewClients(cmd.Context(), "ssodirctl-admin", cfg.Common)
+			system, tenant, cfg, clients, err := s.adminClients(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -6,11 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ssodir/ssodir/internal/config"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/memberindex"
-	"github.com/ssodir/ssodir/internal/process"
 )
 
 // erasuresIndexMembers is `ssodirctl erasures index-members`: the member index's
@@ -26,15 +24,7 @@ func erasuresIndexMembers(s *settings) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			system, tenant := s.system, s.tenant
-			if system == "" || tenant == "" {
-				return usagef("which tenant? set --system and --tenant (or SSODIR_SYSTEM and SSODIR_TENANT)")
-			}
-			cfg, err := config.LoadProjector(s.env)
-			if err != nil {
-				return usagef("configuration: %v", err)
-			}
-			clients, err := process.NewClients(ctx, "ssodirctl-admin", cfg.Common)
+			system, tenant, cfg, clients, err := s.adminClients(ctx)
 			if err != nil {
 				return err
 			}

@@ -16,18 +16,25 @@ import (
 	"github.com/ssodir/ssodir/internal/process"
 )
 
+// adminClients are the tenant's names, the services' configuration (their environment)
+// and DynamoDB clients with the operator's credentials: what the commands that work on
+// DynamoDB directly (erasures reapply, resume, index-members) start from.
+func (s *settings) adminClients(ctx context.Context) (system, tenant string, cfg config.Projector, clients *dynamo.Clients, err error) {
+	system, tenant = s.system, s.tenant
+	if system == "" || tenant == "" {
+		return "", "", cfg, nil, usagef("which tenant? set --system and --tenant (or SSODIR_SYSTEM and SSODIR_TENANT)")
+	}
+	if cfg, err = config.LoadProjector(s.env); err != nil {
+		return "", "", cfg, nil, usagef("configuration: %v", err)
+	}
+	clients, err = process.NewClients(ctx, "ssodirctl-admin", cfg.Common)
+	return system, tenant, cfg, clients, err
+}
+
 // adminEraser is the eraser over DynamoDB directly, with the operator's credentials and
 // the services' environment, as `erasures reapply` uses it.
 func adminEraser(ctx context.Context, s *settings) (*erasure.Eraser, string, string, error) {
-	system, tenant := s.system, s.tenant
-	if system == "" || tenant == "" {
-		return nil, "", "", usagef("which tenant? set --system and --tenant (or SSODIR_SYSTEM and SSODIR_TENANT)")
-	}
-	cfg, err := config.LoadProjector(s.env)
-	if err != nil {
-		return nil, "", "", usagef("configuration: %v", err)
-	}
-	clients, err := process.NewClients(ctx, "ssodirctl-admin", cfg.Common)
+	system, tenant, cfg, clients, err := s.adminClients(ctx)
 	if err != nil {
 		return nil, "", "", err
 	}

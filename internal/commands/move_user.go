@@ -158,25 +158,9 @@ func (d Deps) writeUserMove(ctx context.Context, t Tenant, lease MembersLease, p
 // userLeaseGuard is leaseGuard for a user rename's move, whose lease is on the new
 // name's config.
 func (d Deps) userLeaseGuard(t Tenant, username string, lease *MembersLease, mu *sync.Mutex) func(context.Context) error {
-	return func(ctx context.Context) error {
-		mu.Lock()
-		defer mu.Unlock()
-		now := d.Now()
-		if now.Add(membersRenew).Before(lease.Until) {
-			return nil
-		}
-		next := *lease
-		next.Until = now.Add(membersLease)
-		ok, err := d.Store.LeaseUserMove(ctx, t, username, next, now)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errLeaseLost
-		}
-		*lease = next
-		return nil
-	}
+	return d.renewingGuard(lease, mu, func(ctx context.Context, next MembersLease, now time.Time) (bool, error) {
+		return d.Store.LeaseUserMove(ctx, t, username, next, now)
+	})
 }
 
 // userMoveFailed logs a rename whose memberships its mover could not all move: the

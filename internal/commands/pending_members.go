@@ -195,6 +195,14 @@ func (d Deps) writePending(ctx context.Context, t Tenant, lease MembersLease, p 
 // *lease when less than membersRenew is left, and stops the writer (errLeaseLost) when
 // another took the lease. mu guards *lease (the writes run side by side).
 func (d Deps) leaseGuard(t Tenant, key string, lease *MembersLease, mu *sync.Mutex) func(context.Context) error {
+	return d.renewingGuard(lease, mu, func(ctx context.Context, next MembersLease, now time.Time) (bool, error) {
+		return d.Store.LeaseMembers(ctx, t, key, next, now)
+	})
+}
+
+// renewingGuard is a guard that renews *lease with renew (false: another holds it).
+func (d Deps) renewingGuard(lease *MembersLease, mu *sync.Mutex,
+	renew func(ctx context.Context, next MembersLease, now time.Time) (bool, error)) func(context.Context) error {
 	return func(ctx context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -204,7 +212,7 @@ func (d Deps) leaseGuard(t Tenant, key string, lease *MembersLease, mu *sync.Mut
 		}
 		next := *lease
 		next.Until = now.Add(membersLease)
-		ok, err := d.Store.LeaseMembers(ctx, t, key, next, now)
+		ok, err := renew(ctx, next, now)
 		if err != nil {
 			return err
 		}
