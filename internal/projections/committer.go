@@ -22,7 +22,7 @@ const (
 	commitTimeout = 30 * time.Second
 	// perListedMember is what a commit's bound grows by for each member a record lists
 	// (a group rename moves, a group delete writes feed items for, up to 10,000 and more).
-	perListedMember = 20 * time.Millisecond
+	perListedMember = 60 * time.Millisecond
 )
 
 // Committer is group commit for the live projector: events handed to Apply concurrently
