@@ -205,9 +205,28 @@ func (s *CommandStore) UndoMembers(ctx context.Context, t commands.Tenant, group
 
 // LeaseMembers gives the lease of a group's pending members change to l.Owner.
 func (s *CommandStore) LeaseMembers(ctx context.Context, t commands.Tenant, groupKey string, l commands.MembersLease, now time.Time) (bool, error) {
+	ok, err := s.leasePending(ctx, t, GroupID(groupKey), l, now)
+	if err != nil {
+		return false, fmt.Errorf("lease members change of %s v%d: %w", groupKey, l.Version, err)
+	}
+	return ok, nil
+}
+
+// FinishMembers clears the pending mark of l's members change while l.Owner holds it.
+func (s *CommandStore) FinishMembers(ctx context.Context, t commands.Tenant, groupKey string, l commands.MembersLease) error {
+	if err := s.finishPending(ctx, t, GroupID(groupKey), l); err != nil {
+		return fmt.Errorf("finish members change of %s v%d: %w", groupKey, l.Version, err)
+	}
+	return nil
+}
+
+// leasePending gives the lease of the pending change at l.Version on aggregate id's config
+// (a group's members change, a user's rename move) to l.Owner, if the lease is l.Owner's
+// or ran out before now; false when another holds it or the change is no longer pending.
+func (s *CommandStore) leasePending(ctx context.Context, t commands.Tenant, id string, l commands.MembersLease, now time.Time) (bool, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table(t)),
-		Key:                 map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(SKConfig)},
+		Key:                 map[string]types.AttributeValue{"id": str(id), "sk": str(SKConfig)},
 		UpdateExpression:    aws.String("SET members_owner = :o, members_lease_until = :u"),
 		ConditionExpression: aws.String("members_pending = :v AND (members_owner = :o OR members_lease_until < :now)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -219,23 +238,24 @@ func (s *CommandStore) LeaseMembers(ctx context.Context, t commands.Tenant, grou
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lease members change of %s v%d: %w", groupKey, l.Version, notFoundTenant(err))
+		return false, notFoundTenant(err)
 	}
 	return true, nil
 }
 
-// FinishMembers clears the pending mark of l's change while l.Owner holds it.
-func (s *CommandStore) FinishMembers(ctx context.Context, t commands.Tenant, groupKey string, l commands.MembersLease) error {
+// finishPending clears the pending mark of l's change on aggregate id's config while
+// l.Owner holds it; a mark already cleared or taken over is left as it is.
+func (s *CommandStore) finishPending(ctx context.Context, t commands.Tenant, id string, l commands.MembersLease) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table(t)),
-		Key:                       map[string]types.AttributeValue{"id": str(GroupID(groupKey)), "sk": str(SKConfig)},
+		Key:                       map[string]types.AttributeValue{"id": str(id), "sk": str(SKConfig)},
 		UpdateExpression:          aws.String("REMOVE members_pending, members_owner, members_lease_until"),
 		ConditionExpression:       aws.String("members_pending = :v AND members_owner = :o"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(l.Owner), ":v": num(l.Version)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("finish members change of %s v%d: %w", groupKey, l.Version, notFoundTenant(err))
+		return notFoundTenant(err)
 	}
 	return nil
 }

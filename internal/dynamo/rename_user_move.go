@@ -75,37 +75,17 @@ func (s *CommandStore) ClearRenameMark(ctx context.Context, t commands.Tenant, u
 // LeaseUserMove gives l to l.Owner if username's rename is still pending at l.Version and
 // its lease is l.Owner's or ran out before now.
 func (s *CommandStore) LeaseUserMove(ctx context.Context, t commands.Tenant, username string, l commands.MembersLease, now time.Time) (bool, error) {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table(t)),
-		Key:                 map[string]types.AttributeValue{"id": str(UserID(username)), "sk": str(SKConfig)},
-		UpdateExpression:    aws.String("SET members_owner = :o, members_lease_until = :u"),
-		ConditionExpression: aws.String("members_pending = :v AND (members_owner = :o OR members_lease_until < :now)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":o": str(l.Owner), ":u": num(l.Until.UnixMilli()), ":v": num(l.Version), ":now": num(now.UnixMilli()),
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
+	ok, err := s.leasePending(ctx, t, UserID(username), l, now)
 	if err != nil {
-		return false, fmt.Errorf("lease rename of %s v%d: %w", logUser(username), l.Version, notFoundTenant(err))
+		return false, fmt.Errorf("lease rename of %s v%d: %w", logUser(username), l.Version, err)
 	}
-	return true, nil
+	return ok, nil
 }
 
 // FinishUserMove clears the pending mark of l's rename while l.Owner holds it.
 func (s *CommandStore) FinishUserMove(ctx context.Context, t commands.Tenant, username string, l commands.MembersLease) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table(t)),
-		Key:                       map[string]types.AttributeValue{"id": str(UserID(username)), "sk": str(SKConfig)},
-		UpdateExpression:          aws.String("REMOVE members_pending, members_owner, members_lease_until"),
-		ConditionExpression:       aws.String("members_pending = :v AND members_owner = :o"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":o": str(l.Owner), ":v": num(l.Version)},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("finish rename of %s v%d: %w", logUser(username), l.Version, notFoundTenant(err))
+	if err := s.finishPending(ctx, t, UserID(username), l); err != nil {
+		return fmt.Errorf("finish rename of %s v%d: %w", logUser(username), l.Version, err)
 	}
 	return nil
 }
