@@ -28,15 +28,20 @@ func (s *crashingMoveStore) MoveMembers(ctx context.Context, t commands.Tenant, 
 	if s.crashed.Load() {
 		return s.Store.MoveMembers(ctx, t, m, before)
 	}
+	err := s.Store.MoveMembers(ctx, t, m, diesAfter(s.requests, before))
+	s.crashed.Store(true)
+	return err
+}
+
+// diesAfter is before for a mover whose process dies after requests requests.
+func diesAfter(requests int64, before func(context.Context) error) func(context.Context) error {
 	var n atomic.Int64
-	err := s.Store.MoveMembers(ctx, t, m, func(ctx context.Context) error {
-		if n.Add(1) > s.requests {
+	return func(ctx context.Context) error {
+		if n.Add(1) > requests {
 			return errors.New("the process died")
 		}
 		return before(ctx)
-	})
-	s.crashed.Store(true)
-	return err
+	}
 }
 
 // untilAvailable runs f again while it answers 503 (a command that waited its bound for

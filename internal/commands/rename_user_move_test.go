@@ -30,13 +30,7 @@ func (s *crashingUserMoveStore) MoveUserMemberships(ctx context.Context, t comma
 	if s.crashed.Load() {
 		return s.Store.MoveUserMemberships(ctx, t, m, before)
 	}
-	var n atomic.Int64
-	err := s.Store.MoveUserMemberships(ctx, t, m, func(ctx context.Context) error {
-		if n.Add(1) > s.requests {
-			return errors.New("the process died")
-		}
-		return before(ctx)
-	})
+	err := s.Store.MoveUserMemberships(ctx, t, m, diesAfter(s.requests, before))
 	s.crashed.Store(true)
 	return err
 }

@@ -27,13 +27,18 @@ type deadMoverStore struct {
 }
 
 func (s deadMoverStore) MoveMembers(ctx context.Context, t commands.Tenant, m commands.MembersMove, before func(context.Context) error) error {
+	return s.Store.MoveMembers(ctx, t, m, diesAfter(s.requests, before))
+}
+
+// diesAfter is before for a mover whose process dies after requests requests.
+func diesAfter(requests int64, before func(context.Context) error) func(context.Context) error {
 	var n atomic.Int64
-	return s.Store.MoveMembers(ctx, t, m, func(ctx context.Context) error {
-		if n.Add(1) > s.requests {
+	return func(ctx context.Context) error {
+		if n.Add(1) > requests {
 			return errors.New("the process died")
 		}
 		return before(ctx)
-	})
+	}
 }
 
 // TestReplayRebuildsARenameOfManyMembersMidMove: a group of 200 members renamed by a

@@ -2,10 +2,8 @@ package projector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,13 +24,7 @@ type deadUserMoverStore struct {
 }
 
 func (s deadUserMoverStore) MoveUserMemberships(ctx context.Context, t commands.Tenant, m commands.UserMove, before func(context.Context) error) error {
-	var n atomic.Int64
-	return s.Store.MoveUserMemberships(ctx, t, m, func(ctx context.Context) error {
-		if n.Add(1) > s.requests {
-			return errors.New("the process died")
-		}
-		return before(ctx)
-	})
+	return s.Store.MoveUserMemberships(ctx, t, m, diesAfter(s.requests, before))
 }
 
 // TestReplayRebuildsARenameInManyGroupsMidMove: a user in 150 groups renamed by a process
