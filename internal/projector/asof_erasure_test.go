@@ -15,7 +15,6 @@ import (
 	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
-	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/projector"
@@ -31,8 +30,7 @@ func TestAReplayAfterAnErasureAnswersAsOfAsTheLiveIndex(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	w.handler.Index(asof.New(w.db))
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 
 	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	at := func(step float64) time.Time { return t0.Add(time.Duration(step * float64(time.Second))) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
-	"github.com/ssodir/ssodir/internal/erasure"
-	"github.com/ssodir/ssodir/internal/events"
 )
 
 // TestAnErasureReachesWhatThePersonDidUnderAFormerName: olga joins groups (one by one and
@@ -27,8 +24,7 @@ import (
 func TestAnErasureReachesWhatThePersonDidUnderAFormerName(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -103,8 +99,7 @@ func strPtr(v string) *string { return &v }
 func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -197,8 +192,7 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 func TestAnErasureTakesItsMembershipTombstonesUnderAFormerNameAnotherNowHolds(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
-	"github.com/ssodir/ssodir/internal/erasure"
-	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/projections"
 )
@@ -26,8 +23,7 @@ import (
 func TestAnErasureTakesTheIncarnationTheNameResolvesTo(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

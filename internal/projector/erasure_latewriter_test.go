@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,7 +16,6 @@ import (
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
-	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/events"
 )
 
@@ -48,8 +46,7 @@ func (s *lateStore) Append(ctx context.Context, t commands.Tenant, c commands.Ch
 func TestAMembersChangeDecidedBeforeAnErasureNeverCommitsAfterIt(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

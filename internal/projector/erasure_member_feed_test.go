@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
-	"github.com/ssodir/ssodir/internal/erasure"
-	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -28,8 +25,7 @@ import (
 func TestAnErasureTakesTheMembershipsInItsIncarnationsFeed(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
-	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
-	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	x := w.erasing()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

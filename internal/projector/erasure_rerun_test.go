@@ -66,6 +66,14 @@ func (w *commandWorld) meta() commands.Meta {
 	return commands.Meta{Actor: "test", CommandID: uuid.NewString(), CorrelationID: "c"}
 }
 
+// erasing makes the world's handler carry out erasures and filter erased users' records,
+// settling in a millisecond, and answers its eraser.
+func (w *commandWorld) erasing() *erasure.Eraser {
+	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
+	return x
+}
+
 // newRecords are the history records of the log not delivered yet, in order per aggregate.
 func (w *commandWorld) newRecords(t *testing.T) []streams.Record {
 	t.Helper()
