@@ -69,14 +69,8 @@ func (l *Ledger) takeLease(ctx context.Context, system, tenant, id, owner string
 
 // giveBackLease ends owner's lease, if it still holds it.
 func (l *Ledger) giveBackLease(ctx context.Context, system, tenant, id, owner string) error {
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.table), Key: key(system, tenant, id),
-		UpdateExpression:          aws.String("REMOVE lease_owner, lease_until"),
-		ConditionExpression:       aws.String("lease_owner = :o"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":o": s(owner)},
-	})
-	if err != nil && !sdkerr.ConditionFailed(err) {
-		return fmt.Errorf("give back the lease of erasure %s: %w", id, dynamo.Translate(err))
+	if err := dynamo.GiveBackLease(ctx, l.db, l.table, key(system, tenant, id), owner); err != nil {
+		return fmt.Errorf("give back the lease of erasure %s: %w", id, err)
 	}
 	return nil
 }

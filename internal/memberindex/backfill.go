@@ -318,14 +318,8 @@ func (ix *Indexer) takeLease(ctx context.Context, table, owner string, until tim
 }
 
 func (ix *Indexer) giveBackLease(ctx context.Context, table, owner string) error {
-	_, err := ix.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(table), Key: stateKey(),
-		UpdateExpression:          aws.String("REMOVE lease_owner, lease_until"),
-		ConditionExpression:       aws.String("lease_owner = :o"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":o": s(owner)},
-	})
-	if err != nil && !sdkerr.ConditionFailed(err) {
-		return fmt.Errorf("give back the member index backfill's lease of %s: %w", table, dynamo.Translate(err))
+	if err := dynamo.GiveBackLease(ctx, ix.db, table, stateKey(), owner); err != nil {
+		return fmt.Errorf("give back the member index backfill's lease of %s: %w", table, err)
 	}
 	return nil
 }
