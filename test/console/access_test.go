@@ -2,8 +2,10 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -60,6 +62,20 @@ func TestAccessPageShowsMembersThenAndDownloadsTheReport(t *testing.T) {
 	b.run(a, "the report of the tenant's life so far: ann's interval and bob's",
 		setValue("#report-format", "csv"), click("#report-download"),
 		waitText("#report-status", "2 membership intervals"), waitFor(`#report-link[download$=".csv"]`))
+	// Its range starts at the tenant's creation to the millisecond, not at the next whole
+	// second shown in the field: changes in the tenant's first second are in the report.
+	var tenant struct {
+		CreatedAt string `json:"created_at"`
+	}
+	if err := json.Unmarshal(mustCall(t, 200, "GET", in.url("query-api")+"/v1/systems/demo/tenants/acme", nil), &tenant); err != nil {
+		t.Fatal(err)
+	}
+	created, err := time.Parse(time.RFC3339Nano, tenant.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run(a, "the report's range, kept in the address, starts at the tenant's creation",
+		poll(fmt.Sprintf(`new Date(new URLSearchParams(location.hash.split("?")[1] || "").get("from")).getTime() === %d`, created.UnixMilli())))
 	b.run(a, "a range that ends before it begins is refused next to its field",
 		setValue("#report-to", "2001-01-01T00:00:00"), click("#report-download"),
 		waitFor(`#report-to[aria-invalid="true"]`))

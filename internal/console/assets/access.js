@@ -11,7 +11,6 @@ import { PAGE, clearErrors, go, page, perform, rowOf, showErrors, tenantHash } f
 const utcValue = (d) => d.toISOString().slice(0, 19);
 const toInstant = (v) => (v ? `${v.length === 16 ? `${v}:00` : v}Z` : '');
 const fromInstant = (iso) => (iso ? iso.replace(/Z$/, '').slice(0, 19) : '');
-const secondAfter = (iso) => new Date(Math.ceil(new Date(iso).getTime() / 1000) * 1000);
 
 function dateTimeInput(name, id, value) {
   return h('input', { name, id, type: 'datetime-local', step: '1', value, required: true });
@@ -81,18 +80,20 @@ export async function accessPage(t, params, signal) {
   }
 
   // ---- the access report
+  // from is an input's value, or an exact instant (RFC 3339 with its milliseconds) that the
+  // input shows to the second: the tenant's creation, whose first second holds changes too.
   let from = params.get('from') || '';
   if (!from) {
     // A month back, or the tenant's creation when later (the history before it is not kept).
     from = utcValue(new Date(Date.now() - 30 * 864e5));
     try {
       const { data } = await t.info({ signal });
-      if (data && data.created_at && new Date(data.created_at) > new Date(`${from}Z`)) from = utcValue(secondAfter(data.created_at));
+      if (data && data.created_at && new Date(data.created_at) > new Date(`${from}Z`)) from = new Date(data.created_at).toISOString();
     } catch (e) {
       if (e.name === 'AbortError') throw e;
     }
   }
-  const fromIn = dateTimeInput('from', 'report-from', fromInstant(from) || from);
+  const fromIn = dateTimeInput('from', 'report-from', fromInstant(from));
   const toIn = dateTimeInput('to', 'report-to', now);
   const formatIn = h('select', { name: 'format', id: 'report-format' },
     h('option', { value: 'csv' }, 'CSV (spreadsheets)'), h('option', { value: 'json' }, 'JSON'));
@@ -101,8 +102,10 @@ export async function accessPage(t, params, signal) {
     ev.preventDefault();
     clearErrors(reportForm);
     result.replaceChildren();
-    const q = { from: toInstant(fromIn.value), to: toInstant(toIn.value), format: formatIn.value };
-    setParams({ from: fromIn.value });
+    // Unchanged, the shown second stands for the exact instant behind it.
+    const exact = from.endsWith('Z') && toInstant(fromIn.value) === toInstant(fromInstant(from));
+    const q = { from: exact ? from : toInstant(fromIn.value), to: toInstant(toIn.value), format: formatIn.value };
+    setParams({ from: exact ? from : fromIn.value });
     perform(reportForm, 'The report', async () => {
       const r = await downloadReport(t, q);
       const link = h('a', { href: r.url, download: r.name, id: 'report-link' }, `Save ${r.name} again`);
