@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
 	"github.com/ssodir/ssodir/internal/apperr"
@@ -38,8 +39,15 @@ func names(prefix string, n int) []string {
 // membership without its user's group pointer or the other way round.
 func membersOf(t *testing.T, w *world, key string) []string {
 	t.Helper()
+	return membersIn(t, w.items(), key)
+}
+
+// membersIn is membersOf over items already scanned, so that a check of many groups
+// scans the table once.
+func membersIn(t *testing.T, items []map[string]types.AttributeValue, key string) []string {
+	t.Helper()
 	members, pointers := map[string]bool{}, map[string]bool{}
-	for _, it := range w.items() {
+	for _, it := range items {
 		id, sk := s(it, "id"), s(it, "sk")
 		switch {
 		case id == dynamo.GroupID(key) && dynamo.IsMemberSK(sk):
@@ -192,19 +200,27 @@ func usersBatch(names []string) []any {
 // manyUsers is a given step that creates every user of its list, 16 at a time.
 type manyUsers []string
 
+// manyGroups is a given step that creates every group of its list, 16 at a time.
+type manyGroups []string
+
 func (w *world) createMany(ctx context.Context, list []string) error {
+	return w.execMany(ctx, list, func(u string) any { return createUser(u, "") })
+}
+
+// execMany runs the command of each name, 16 at a time, and answers the first failure.
+func (w *world) execMany(ctx context.Context, list []string, cmd func(string) any) error {
 	g := make(chan struct{}, 16)
 	var (
 		wg    sync.WaitGroup
 		first atomic.Value
 	)
-	for _, u := range list {
+	for _, n := range list {
 		wg.Add(1)
 		g <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-g }()
-			if _, err := w.exec(ctx, step{cmd: createUser(u, "")}); err != nil {
+			if _, err := w.exec(ctx, step{cmd: cmd(n)}); err != nil {
 				first.CompareAndSwap(nil, err)
 			}
 		}()

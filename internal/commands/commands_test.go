@@ -141,6 +141,8 @@ func (w *world) exec(ctx context.Context, s step) (any, error) {
 		return commands.NewChangeMembersHandler(d).Handle(ctx, w.tenant, c, m)
 	case manyUsers:
 		return nil, w.createMany(ctx, c)
+	case manyGroups:
+		return nil, w.execMany(ctx, c, func(g string) any { return createGroup(g) })
 	}
 	w.t.Fatalf("no handler for %T", s.cmd)
 	return nil, nil
@@ -421,9 +423,15 @@ func ifMatch(v int64, cmd any) step { return step{cmd: cmd, ifMatch: v} }
 
 // groupsWithMember are n groups g000…, with username a member of each.
 func groupsWithMember(n int, username string) []any {
-	var steps []any
-	for i := range n {
-		steps = append(steps, createGroup(fmt.Sprintf("g%03d", i)), addMember(fmt.Sprintf("g%03d", i), username))
+	groups := make(manyGroups, n)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("g%03d", i)
+	}
+	// The groups are created at once; the joins, which all change the one user's
+	// memberships, one after another.
+	steps := []any{groups}
+	for _, g := range groups {
+		steps = append(steps, addMember(g, username))
 	}
 	return steps
 }
