@@ -54,7 +54,7 @@ func (h AddMemberHandler) Handle(ctx context.Context, t Tenant, cmd AddMember, m
 		return 0, err
 	}
 	var version int64
-	err = retry(ctx, func() error {
+	err = retryInTurn(ctx, t, cmd.Group, func() error {
 		g, err := loadLiveGroup(ctx, h.deps, t, cmd.Group)
 		if err != nil {
 			return err

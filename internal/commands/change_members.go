@@ -115,7 +115,7 @@ func (h ChangeMembersHandler) Handle(ctx context.Context, t Tenant, cmd ChangeMe
 		lease   MembersLease
 		deletes DeleteCounts
 	)
-	err := retry(ctx, func() error {
+	err := retryInTurn(ctx, t, cmd.Group, func() error {
 		payload, deletes = nil, nil
 		g, err := loadLiveGroup(ctx, h.deps, t, cmd.Group)
 		if err != nil {

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -67,7 +66,7 @@ func retry(ctx context.Context, attempt func() error) error {
 	var err error
 	for i := range maxRetries {
 		err = attempt()
-		if !errors.Is(err, ErrVersionConflict) && !errors.Is(err, ErrMembershipConflict) {
+		if !lostRace(err) {
 			return err
 		}
 		// Full jitter, so that the losers of one race do not all meet again in the next.

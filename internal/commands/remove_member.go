@@ -33,7 +33,7 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, t Tenant, cmd RemoveMem
 		return 0, apperr.NotFound("user")
 	}
 	var version int64
-	err := retry(ctx, func() error {
+	err := retryInTurn(ctx, t, cmd.Group, func() error {
 		g, err := loadLiveGroup(ctx, h.deps, t, cmd.Group)
 		if err != nil {
 			return err
