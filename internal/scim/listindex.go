@@ -21,13 +21,14 @@ import (
 // bookmarks, so a walk's later pages report the total of its start. A tenant whose count
 // has no base yet (one that had users before the count existed) counts its id lookups once
 // (a COUNT Query), which writes the base. A page no bookmark leads to (a jump, or a mark
-// past its TTL, or another process's walk) costs its page too, whatever its startIndex:
-// the count of live users counts each of 4,096 blocks of the ids' order (dynamo's
-// idblocks.go), so the jump reads those counts (one BatchGetItem of 18 small items), and
-// the id lookups from the start of the block the page starts in — the page, and some
-// n/4096 lookups before it on average for a tenant of n (about 25 for 100,000). A tenant's
-// first jump, when its blocks have no base yet, reads every id lookup once to write it.
-// A jump's totalResults is the tenant's at the jump.
+// past its TTL or not written) costs its page too, whatever its startIndex: the count of
+// live users counts each of 4,096 blocks of the ids' order (dynamo's idblocks.go), so the
+// jump reads those counts (one BatchGetItem of 18 small items), the id lookups from the
+// start of the block the page starts in — the page, and at most a block before it:
+// n/8,192 lookups on average for a tenant of n (about 12 for 100,000, whose blocks hold
+// some 25) — and the page's resources. A tenant's first jump, when its blocks have no
+// base yet, reads every id lookup once to write it. A jump's totalResults is the
+// tenant's at the jump, and it leaves a bookmark for the next page as any page does.
 
 // bookmarkTTL is how long a page's bookmark waits for the next page.
 const bookmarkTTL = 15 * time.Minute
