@@ -43,16 +43,18 @@ func benchSCIMWalk(ctx context.Context, b *bench, sc scale) (*result, error) {
 	}
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	items := make([]item, 0, 4*n)
+	ids := make([]string, 0, n)
 	for i := range n {
 		u := benchUser("walk", i, at)
 		items = append(items, userConfig(u), history(userCreated(u)), emailGuard(u))
 		for _, l := range commands.UserLookups(u) {
 			items = append(items, dynamo.LookupItem(l))
 		}
+		ids = append(ids, u.ID)
 	}
-	// The seeded lookups are counted as the base of the count of live users, as a tenant
-	// that counted them once has it.
-	items = append(items, dynamo.LiveBaseItem(events.KindUser, n))
+	// The seeded lookups are counted as the base of the count of live users, and of its
+	// blocks, as a tenant that counted them once has them.
+	items = append(items, dynamo.LiveBaseItem(events.KindUser, n), dynamo.BlocksBaseItem(events.KindUser, ids))
 	if err := batchWrite(ctx, e.db, e.commandsTable(), updateConcurrency, items); err != nil {
 		return nil, fmt.Errorf("seed the walk's users: %w", err)
 	}
@@ -72,7 +74,8 @@ func benchSCIMWalk(ctx context.Context, b *bench, sc scale) (*result, error) {
 		Target:       &target{Of: "ratios", Key: "items", Max: ptrTo(1.2)},
 		Notes: []string{"items are those DynamoDB returned to the command API (GetItem, Query, BatchGetItem), counted by a proxy; a COUNT Query's counted items count as read",
 			"index_* are the same walk by startIndex (Okta's paging): its first page also reads the tenant's count of live users (its base item, seeded with the users, and the shards creates keep), its later pages read their page",
-			"walk_items_per_user is the whole walk's items over the users (the issue's target: at most 2): one id lookup and one user each, and the SCIM token's row once per command API process and minute"},
+			"walk_items_per_user is the whole walk's items over the users (the issue's target: at most 2): one id lookup and one user each, and the SCIM token's row once per command API process and minute",
+			"index_jump_* are single pages by startIndex that no walk led to (no bookmark: Okta's jump, or another process): near the first page (startIndex 2) and near the last; each reads the tenant's block counts (18 small items), the lookups of its block before the page, and its page, so the last should read no more than the first, whatever the tenant's size"},
 	}
 	for range sc.Reps {
 		var pages []int
@@ -108,10 +111,23 @@ func benchSCIMWalk(ctx context.Context, b *bench, sc scale) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
+		jumpFirst, err := jumpItems(ctx, b, m, base, tok.Token, 2, per)
+		if err != nil {
+			return nil, err
+		}
+		lastStart := max(n-per, 3)
+		if (lastStart-1)%per == 0 {
+			lastStart-- // not where the walk left a bookmark
+		}
+		jumpLast, err := jumpItems(ctx, b, m, base, tok.Token, lastStart, per)
+		if err != nil {
+			return nil, err
+		}
 		r.add(map[string]float64{"items": float64(last), "walk_items": float64(total), "pages": float64(len(pages)),
 			"walk_items_per_user": float64(total) / float64(n),
 			"index_first_items":   float64(idx[0]), "index_last_items": float64(idx[len(idx)-1]),
-			"index_walk_items_per_user": float64(sum(idx)) / float64(n)}, map[string]float64{"items": float64(pages[0])})
+			"index_walk_items_per_user": float64(sum(idx)) / float64(n),
+			"index_jump_first_items":    float64(jumpFirst), "index_jump_last_items": float64(jumpLast)}, map[string]float64{"items": float64(pages[0])})
 	}
 	return r, nil
 }
@@ -146,6 +162,15 @@ func indexWalk(ctx context.Context, b *bench, m *meter, base, token string, per 
 		return nil, fmt.Errorf("the index walk found no users")
 	}
 	return pages, nil
+}
+
+// jumpItems is the items one page by startIndex (start, per) reads.
+func jumpItems(ctx context.Context, b *bench, m *meter, base, token string, start, per int) (int, error) {
+	before := m.itemsRead()
+	if _, _, err := b.expect(ctx, http.StatusOK, "GET", fmt.Sprintf("%s?startIndex=%d&count=%d", base, start, per), nil, "Authorization", "Bearer "+token); err != nil {
+		return 0, err
+	}
+	return m.itemsRead() - before, nil
 }
 
 func sum(xs []int) int {

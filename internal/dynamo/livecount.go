@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 
@@ -23,8 +22,10 @@ import (
 //   - `live#<kind>#<shard>` / `count`: attribute `n`, raised or lowered in the transaction
 //     of every change that writes or removes an id lookup (a create, a delete, an erasure,
 //     a backfill), on the shard of the aggregate's id; `w` counts the changes that touched
-//     the shard, so that a reader can tell that none did meanwhile. liveShards items, each
-//     in its own partition, so that concurrent creates seldom meet on one item.
+//     the shard, so that a reader can tell that none did meanwhile; `b<xyz>` is moved with
+//     `n` and counts the lookups of the id block xyz (idblocks.go), whose shard it is.
+//     liveShards items, each in its own partition, so that concurrent creates seldom meet
+//     on one item; a shard holds the counts of idBlocks/liveShards blocks (a few KB).
 //   - `live#<kind>` / `base`: attribute `n`, the lookups there were that the shards do not
 //     count (those written before the count existed). Written once per tenant and kind,
 //     by CountLive, when it has counted the lookups and seen no change in the meantime.
@@ -46,11 +47,10 @@ func liveBaseKey(kind events.AggregateKind) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(livePrefix + string(kind)), "sk": str(skLiveBase)}
 }
 
-func liveShard(id string) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % liveShards)
-}
+// liveShard is the shard of the id's block: ids are random, so creates spread evenly over
+// the shards. (Shards counted by a hash of the id before the blocks existed: the count,
+// their sum, is the same whichever shard a change moved.)
+func liveShard(id string) int { return idBlock(id) % liveShards }
 
 // liveCountItems are the updates of the live counts for a change that writes the lookups
 // put and removes the lookups del: one per shard whose count moves. Only id lookups count;
@@ -62,60 +62,97 @@ func liveCountItems(table string, put, del []commands.Lookup) []types.TransactWr
 		shard int
 	}
 	delta := map[at]int{}
-	for _, l := range put {
-		if l.By == commands.LookupByID {
-			delta[at{l.Kind, liveShard(l.ID)}]++
+	blocks := map[at]map[int]int{}
+	move := func(l commands.Lookup, d int) {
+		if l.By != commands.LookupByID {
+			return
 		}
+		k := at{l.Kind, liveShard(l.ID)}
+		delta[k] += d
+		if blocks[k] == nil {
+			blocks[k] = map[int]int{}
+		}
+		blocks[k][idBlock(l.ID)] += d
+	}
+	for _, l := range put {
+		move(l, 1)
 	}
 	for _, l := range del {
-		if l.By == commands.LookupByID {
-			delta[at{l.Kind, liveShard(l.ID)}]--
-		}
+		move(l, -1)
 	}
 	var out []types.TransactWriteItem
 	keys := slices.SortedFunc(maps.Keys(delta), func(a, b at) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.shard, b.shard))
 	})
 	for _, k := range keys {
-		if delta[k] == 0 {
+		expr := "ADD #n :d, #w :one"
+		names := map[string]string{"#n": "n", "#w": "w"}
+		values := map[string]types.AttributeValue{":d": num(int64(delta[k])), ":one": num(1)}
+		for _, b := range slices.Sorted(maps.Keys(blocks[k])) {
+			if d := blocks[k][b]; d != 0 {
+				name, value := fmt.Sprintf("#b%d", b), fmt.Sprintf(":b%d", b)
+				expr += ", " + name + " " + value
+				names[name], values[value] = blockAttr(b), num(int64(d))
+			}
+		}
+		if len(names) == 2 && delta[k] == 0 {
 			continue
 		}
 		out = append(out, types.TransactWriteItem{Update: &types.Update{
 			TableName:                 aws.String(table),
 			Key:                       liveShardKey(k.kind, k.shard),
-			UpdateExpression:          aws.String("ADD #n :d, #w :one"),
-			ExpressionAttributeNames:  map[string]string{"#n": "n", "#w": "w"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":d": num(int64(delta[k])), ":one": num(1)},
+			UpdateExpression:          aws.String(expr),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: values,
 		}})
 	}
 	return out
 }
 
-// liveState is what the count's items say: the base (if written) and each shard's n and w.
+// liveState is what the count's items say: the base (if written), each shard's n and w,
+// and, when read (withBlocks), the blocks' counts in the shards and their base.
 type liveState struct {
 	base    int64
 	hasBase bool
 	n, w    map[string]int64
+	// blocks are the shards' counts of each block; blockBase the blocks' base (if written).
+	blocks       *[idBlocks]int64
+	blockBase    *[idBlocks]int64
+	hasBlockBase bool
 }
 
-func (s *CommandStore) readLive(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (liveState, error) {
+func (s *CommandStore) readLive(ctx context.Context, t commands.Tenant, kind events.AggregateKind, withBlocks bool) (liveState, error) {
 	keys := []map[string]types.AttributeValue{liveBaseKey(kind)}
 	for i := range liveShards {
 		keys = append(keys, liveShardKey(kind, i))
+	}
+	if withBlocks {
+		keys = append(keys, blocksBaseKey(kind))
 	}
 	items, err := s.batchGet(ctx, s.table(t), keys)
 	if err != nil {
 		return liveState{}, err
 	}
 	st := liveState{n: map[string]int64{}, w: map[string]int64{}}
+	if withBlocks {
+		st.blocks, st.blockBase = new([idBlocks]int64), new([idBlocks]int64)
+	}
 	for _, it := range items {
 		n, _ := getN(it, "n")
-		if getS(it, "sk") == skLiveBase {
+		switch getS(it, "sk") {
+		case skLiveBase:
 			st.base, st.hasBase = n, true
+			continue
+		case skBlocksBase:
+			st.hasBlockBase = true
+			addBlocks(st.blockBase, it)
 			continue
 		}
 		w, _ := getN(it, "w")
 		st.n[getS(it, "id")], st.w[getS(it, "id")] = n, w
+		if withBlocks {
+			addBlocks(st.blocks, it)
+		}
 	}
 	return st, nil
 }
@@ -132,7 +169,7 @@ func (st liveState) sum() int64 {
 // BatchGetItem of 17 small items, strongly consistent), whatever the tenant's size;
 // known is false while the tenant's count has no base (CountLive makes it).
 func (s *CommandStore) LiveCount(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (n int, known bool, err error) {
-	st, err := s.readLive(ctx, t, kind)
+	st, err := s.readLive(ctx, t, kind, false)
 	if err != nil || !st.hasBase {
 		return 0, false, err
 	}
@@ -145,7 +182,7 @@ func (s *CommandStore) LiveCount(ctx context.Context, t commands.Tenant, kind ev
 // then on LiveCount knows the count. Two processes may both count; the first base
 // written stays (both are right).
 func (s *CommandStore) CountLive(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (int, error) {
-	before, err := s.readLive(ctx, t, kind)
+	before, err := s.readLive(ctx, t, kind, false)
 	if err != nil {
 		return 0, err
 	}
@@ -156,7 +193,7 @@ func (s *CommandStore) CountLive(ctx context.Context, t commands.Tenant, kind ev
 	if err != nil {
 		return 0, err
 	}
-	after, err := s.readLive(ctx, t, kind)
+	after, err := s.readLive(ctx, t, kind, false)
 	if err != nil {
 		return 0, err
 	}

@@ -165,6 +165,12 @@ func LookupKey(kind events.AggregateKind, by commands.LookupBy, value, id string
 // the ids', which never change; a user created meanwhile falls into its place and shifts
 // nothing.
 func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after string, n int) (page []commands.Lookup, more bool, err error) {
+	return s.pageIDs(ctx, t, kind, after, "", n)
+}
+
+// pageIDs is PageIDs from the first id after `after`, or, with from, from the first id
+// at or after from.
+func (s *CommandStore) pageIDs(ctx context.Context, t commands.Tenant, kind events.AggregateKind, after, from string, n int) (page []commands.Lookup, more bool, err error) {
 	if n <= 0 {
 		return nil, false, nil
 	}
@@ -179,6 +185,9 @@ func (s *CommandStore) PageIDs(ctx context.Context, t commands.Tenant, kind even
 	}
 	if after != "" {
 		in.ExclusiveStartKey = map[string]types.AttributeValue{"id": str(idsPrefix + string(kind)), "sk": str(after)}
+	} else if from != "" {
+		in.KeyConditionExpression = aws.String("id = :id AND sk >= :from")
+		in.ExpressionAttributeValues[":from"] = str(from)
 	}
 	out := make([]commands.Lookup, 0, n)
 	// A Query ends at its limit or at 1 MB; one that ends short of n is continued.

@@ -21,7 +21,14 @@ import (
 // bookmarks, so a walk's later pages report the total of its start. A tenant whose count
 // has no base yet (one that had users before the count existed) counts its id lookups once
 // (a COUNT Query), which writes the base. A page no bookmark leads to (a jump, or a mark
-// past its TTL) reads the id lookups before it.
+// past its TTL or not written) costs its page too, whatever its startIndex: the count of
+// live users counts each of 4,096 blocks of the ids' order (dynamo's idblocks.go), so the
+// jump reads those counts (one BatchGetItem of 18 small items), the id lookups from the
+// start of the block the page starts in — the page, and at most a block before it:
+// n/8,192 lookups on average for a tenant of n (about 12 for 100,000, whose blocks hold
+// some 25) — and the page's resources. A tenant's first jump, when its blocks have no
+// base yet, reads every id lookup once to write it. A jump's totalResults is the
+// tenant's at the jump, and it leaves a bookmark for the next page as any page does.
 
 // bookmarkTTL is how long a page's bookmark waits for the next page.
 const bookmarkTTL = 15 * time.Minute
@@ -84,10 +91,14 @@ func (b *bookmarks) put(k bookmarkKey, m bookmark, now time.Time) {
 func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) ([]commands.Lookup, int, error) {
 	now := s.now()
 	after, total := "", -1
+	var (
+		ls   []commands.Lookup
+		more bool
+		err  error
+	)
 	if q.startIndex > 1 {
 		m, ok := s.marks.get(bookmarkKey{q.scope, kind, q.startIndex}, now)
 		if !ok {
-			var err error
 			m.after, m.total, ok, err = s.store.PageMark(cl.ctx, cl.tenant, kind, q.startIndex)
 			if err != nil {
 				return nil, 0, err
@@ -96,19 +107,13 @@ func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) (
 		if ok {
 			after, total = m.after, m.total
 		} else {
-			before, more, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, "", q.startIndex-1)
+			// A jump: the block counts say where the page starts.
+			ls, total, more, err = s.store.PageAt(cl.ctx, cl.tenant, kind, q.startIndex-1, q.count)
 			if err != nil {
 				return nil, 0, err
 			}
-			if len(before) < q.startIndex-1 {
-				// Past the end: what was read is every one of them.
-				return nil, len(before), nil
-			}
-			if !more {
-				// The page would start past the last one.
-				return nil, len(before), nil
-			}
-			after = before[len(before)-1].ID
+			s.markNext(cl, kind, q, ls, more, total, now)
+			return ls, total, nil
 		}
 	}
 	if total < 0 {
@@ -124,18 +129,23 @@ func (s *server) pageByIndex(cl *call, kind events.AggregateKind, q listQuery) (
 	if q.count == 0 {
 		return nil, total, nil
 	}
-	ls, more, err := s.store.PageIDs(cl.ctx, cl.tenant, kind, after, q.count)
-	if err != nil {
+	if ls, more, err = s.store.PageIDs(cl.ctx, cl.tenant, kind, after, q.count); err != nil {
 		return nil, 0, err
 	}
-	if more && len(ls) > 0 {
-		next, m := q.startIndex+len(ls), bookmark{after: ls[len(ls)-1].ID, total: total, until: now.Add(bookmarkTTL)}
-		s.marks.put(bookmarkKey{q.scope, kind, next}, m, now)
-		// A mark not written costs the walk's next page, if another process serves it,
-		// the read of the lookups before it: not a reason to fail this page.
-		_ = s.store.PutPageMark(cl.ctx, cl.tenant, kind, next, m.after, m.total, m.until)
-	}
+	s.markNext(cl, kind, q, ls, more, total, now)
 	return ls, total, nil
+}
+
+// markNext leaves the bookmark of the page after ls, when one may follow.
+func (s *server) markNext(cl *call, kind events.AggregateKind, q listQuery, ls []commands.Lookup, more bool, total int, now time.Time) {
+	if !more || len(ls) == 0 {
+		return
+	}
+	next, m := q.startIndex+len(ls), bookmark{after: ls[len(ls)-1].ID, total: total, until: now.Add(bookmarkTTL)}
+	s.marks.put(bookmarkKey{q.scope, kind, next}, m, now)
+	// A mark not written costs the walk's next page, if another process serves it, a
+	// jump: not a reason to fail this page.
+	_ = s.store.PutPageMark(cl.ctx, cl.tenant, kind, next, m.after, m.total, m.until)
 }
 
 func (s *server) usersByIndex(cl *call, q listQuery) error {

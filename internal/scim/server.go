@@ -42,6 +42,9 @@ type Store interface {
 	// CountLive counts them by their lookups, and makes the count known.
 	LiveCount(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (n int, known bool, err error)
 	CountLive(ctx context.Context, t commands.Tenant, kind events.AggregateKind) (int, error)
+	// PageAt is the page at position skip (0 for the first) of n at most, found by the
+	// counts of the blocks of the ids' order, and the total.
+	PageAt(ctx context.Context, t commands.Tenant, kind events.AggregateKind, skip, n int) (page []commands.Lookup, total int, more bool, err error)
 	// PutPageMark and PageMark keep index walks' bookmarks for other processes.
 	PutPageMark(ctx context.Context, t commands.Tenant, kind events.AggregateKind, index int, after string, total int, until time.Time) error
 	PageMark(ctx context.Context, t commands.Tenant, kind events.AggregateKind, index int) (after string, total int, ok bool, err error)
