@@ -190,12 +190,12 @@ func (d *Deliverer) settle(ctx context.Context, e Endpoint, page changefeed.Page
 			records = append(records, rec)
 		}
 	}
-	go func() {
+	go func(e Endpoint) {
 		defer close(recorded)
 		if err := d.store.recordAll(wctx, e, records); err != nil {
 			d.log.Warn("webhooks: could not record deliveries", zap.String("webhook", e.ID), zap.Error(err))
 		}
-	}()
+	}(e)
 	var err error
 	if to.After > e.Position.After || !slices.Equal(ahead, e.ahead) {
 		e, err = d.store.advance(wctx, e, d.owner, to, ahead, delivered, d.o.Lease)
