@@ -63,6 +63,15 @@ func (d *Deliverer) deliverPage(ctx context.Context, e Endpoint, secrets []strin
 		chains[c] = append(chains[c], i)
 	}
 
+	// The change after the position is the one earlier attempts failed at (if any): its
+	// attempt is counted on from theirs; every other change's is its first.
+	first := slices.Index(st.done, false)
+	attemptAt := func(i int) int {
+		if i == first {
+			return e.Attempt + 1
+		}
+		return 1
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The lease is renewed while the page is under way (an attempt may take Timeout).
@@ -114,7 +123,7 @@ func (d *Deliverer) deliverPage(ctx context.Context, e Endpoint, secrets []strin
 				st.mu.Lock()
 				if perr == nil {
 					d.attempts.WithLabelValues("delivered").Inc()
-					rec.Status, rec.Attempt = "delivered", e.Attempt+1
+					rec.Status, rec.Attempt = "delivered", attemptAt(i)
 					st.done[i], st.sent[i] = true, true
 					st.records = append(st.records, rec)
 				} else {
@@ -182,7 +191,11 @@ func (d *Deliverer) settle(ctx context.Context, e Endpoint, page changefeed.Page
 		next, lastErr, lastStatus = now.Add(d.o.Backoff(attempt)), st.errs[f].Error(), st.status[f]
 		for _, i := range st.failed {
 			h := headerOf(page.Events[i])
-			rec := Delivery{EventID: h.ID, Type: h.Type, Position: page.At[i].After, Attempt: attempt, Status: "failed",
+			n := 1
+			if i == f {
+				n = attempt
+			}
+			rec := Delivery{EventID: h.ID, Type: h.Type, Position: page.At[i].After, Attempt: n, Status: "failed",
 				Error: st.errs[i].Error(), ResponseStatus: st.status[i], At: now}
 			if now.Sub(since) < d.o.GiveUp {
 				rec.NextAttempt = next
