@@ -264,3 +264,49 @@ func TestAFailedChangeHoldsOnlyItsAggregateAndWhatWentOnIsNotSentAgain(t *testin
 		t.Fatalf("the endpoint after every change went through: %+v", e)
 	}
 }
+
+// TestAPageLongerThanTheLeaseKeepsItsHolder: a page whose deliveries take longer than the
+// lease (a slow endpoint, one aggregate) keeps its deliverer's lease renewed, so that
+// another deliverer beside it does not take the endpoint over and send its changes again
+// or beside them.
+func TestAPageLongerThanTheLeaseKeepsItsHolder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rc := newOrderedReceiver(t, func(string, int64) int {
+		time.Sleep(250 * time.Millisecond) // 30 changes in a row: far longer than the lease
+		return 0
+	})
+	register(t, f, rc.srv.URL+"/hook")
+	const versions = 30
+	appendInterleaved(t, f, 1, versions)
+
+	o := fastOptions(zap.NewNop())
+	o.Batch, o.Timeout, o.Lease = 50, 30*time.Second, 3*time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 2 {
+		d, err := webhooks.NewDeliverer(f.store, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); d.Run(ctx) }()
+	}
+	eventually(t, "every change delivered", func() bool { return rc.count() == versions })
+	cancel()
+	wg.Wait()
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.breaches) > 0 {
+		t.Fatalf("a change was sent before its previous one was answered: %v", rc.breaches)
+	}
+	if rc.most != 1 {
+		t.Fatalf("%d POSTs of one aggregate were under way at once", rc.most)
+	}
+	for k, n := range rc.taken {
+		if n != 1 {
+			t.Fatalf("%s was delivered %d times", k, n)
+		}
+	}
+}
