@@ -129,10 +129,9 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 		}
 		return x.GroupRenamed(ctx, table, p.Group.ID, p.PreviousKey, p.Group.Key, p.Group.Name, at)
 	case *events.UserCreated:
-		if err := x.userLife(ctx, table, p.User.ID, p.User, 0, "", false); err != nil {
-			return err
-		}
-		return x.userStatus(ctx, table, p.User, e)
+		// The creation's status goes into the life item with its names: one write.
+		attr, val := statusOf(p.User, e)
+		return x.life(ctx, table, p.User.ID, p.User, 0, "", false, attr, val)
 	case *events.UserActivated:
 		return x.userStatus(ctx, table, p.User, e)
 	case *events.UserDeactivated:
@@ -320,6 +319,14 @@ func (x *Index) held(ctx context.Context, table, partition string, from int64, i
 // creation, or (deleted > 0) its deletion and who deleted it; erased marks an erasure,
 // whose sweep (Erase) then removes the names.
 func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, deleted int64, by string, erased bool) error {
+	return x.life(ctx, table, uid, u, deleted, by, erased, "", "")
+}
+
+// life is userLife, with a status record (userStatus's attribute and value) written in
+// the same update when statusAttr is not empty. The life item and the names' holder items
+// are written side by side: each write is a SET of its own attributes, idempotent and
+// order-proof.
+func (x *Index) life(ctx context.Context, table, uid string, u events.User, deleted int64, by string, erased bool, statusAttr, statusVal string) error {
 	if uid == "" {
 		return nil
 	}
@@ -353,6 +360,10 @@ func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, 
 			i++
 		}
 	}
+	if statusAttr != "" {
+		set = append(set, "#s = :sv")
+		attrNames["#s"], vals[":sv"] = statusAttr, s(statusVal)
+	}
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key(userLife(h), lifeSK),
 		UpdateExpression: aws.String("SET " + strings.Join(set, ", ")), ExpressionAttributeValues: vals,
@@ -360,21 +371,27 @@ func (x *Index) userLife(ctx context.Context, table, uid string, u events.User, 
 	if len(attrNames) > 0 {
 		in.ExpressionAttributeNames = attrNames
 	}
-	if _, err := x.db.UpdateItem(ctx, in); err != nil {
-		return fmt.Errorf("as-of index: user life: %w", err)
+	type holding struct {
+		name        string
+		from, until int64
 	}
-	if deleted > 0 {
-		return nil // the name's holder item ends where the life item says (read side)
-	}
-	if err := x.held(ctx, table, userName(u.Username), Millis(u.Named()), h, 0); err != nil {
-		return err
-	}
-	for _, f := range u.FormerNames {
-		if err := x.held(ctx, table, userName(f.Username), Millis(f.From), h, Millis(f.Until)); err != nil {
-			return err
+	var holdings []holding
+	if deleted == 0 { // a deletion: the name's holder item ends where the life item says (read side)
+		holdings = append(holdings, holding{u.Username, Millis(u.Named()), 0})
+		for _, f := range u.FormerNames {
+			holdings = append(holdings, holding{f.Username, Millis(f.From), Millis(f.Until)})
 		}
 	}
-	return nil
+	return x.each(ctx, 1+len(holdings), func(ctx context.Context, i int) error {
+		if i == 0 {
+			if _, err := x.db.UpdateItem(ctx, in); err != nil {
+				return fmt.Errorf("as-of index: user life: %w", err)
+			}
+			return nil
+		}
+		hd := holdings[i-1]
+		return x.held(ctx, table, userName(hd.name), hd.from, h, hd.until)
+	})
 }
 
 // edge is one membership change of a pair: recorded on the pair's item, then the pair's

@@ -29,20 +29,26 @@ func (x *Index) userStatus(ctx context.Context, table string, u events.User, e e
 	if u.ID == "" {
 		return nil
 	}
-	v := "0"
-	if u.IsActive {
-		v = "1"
-	}
+	attr, v := statusOf(u, e)
 	_, err := x.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key(userLife(Hash(u.ID)), lifeSK),
 		UpdateExpression:          aws.String("SET h = :h, #s = :v"),
-		ExpressionAttributeNames:  map[string]string{"#s": statusAttr(e.Version)},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":h": s(Hash(u.ID)), ":v": s(v + "|" + strconv.FormatInt(Millis(e.OccurredAt), 10))},
+		ExpressionAttributeNames:  map[string]string{"#s": attr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": s(Hash(u.ID)), ":v": s(v)},
 	})
 	if err != nil {
 		return fmt.Errorf("as-of index: user status: %w", err)
 	}
 	return nil
+}
+
+// statusOf is the life item's attribute and value recording u's status after e.
+func statusOf(u events.User, e events.Envelope) (attr, value string) {
+	v := "0"
+	if u.IsActive {
+		v = "1"
+	}
+	return statusAttr(e.Version), v + "|" + strconv.FormatInt(Millis(e.OccurredAt), 10)
 }
 
 // Status names a period of a user's life in the access report (objects.UserStatus).

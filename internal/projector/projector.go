@@ -164,6 +164,12 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 	if err != nil {
 		return err
 	}
+	// The as-of index is written alongside the views, not after them: its writes are
+	// idempotent and order-proof (internal/asof), and the record is acknowledged (and
+	// appended to the feed) only once both are done, so it holds its stream slot for the
+	// longer of the two rather than their sum.
+	indexed := make(chan error, 1)
+	go func() { indexed <- h.indexInto(ctx, targets, env) }()
 	for i, t := range targets {
 		// The notice goes out as soon as the view of the current tables holds the
 		// version, not after the record's whole group: X-Min-Version waits on the view.
@@ -175,10 +181,11 @@ func (h *Handler) apply(ctx context.Context, rec streams.Record, park func(time.
 			}
 		}
 		if err := h.committer(t).Apply(ctx, env, viewed); err != nil {
+			<-indexed
 			return fmt.Errorf("project %s v%d into %s: %w", identity.LogKey(env.Entity()), env.Version, t.Users, err)
 		}
 	}
-	if err := h.indexInto(ctx, targets, env); err != nil {
+	if err := <-indexed; err != nil {
 		return err
 	}
 	return h.appendChange(ctx, rec, env)

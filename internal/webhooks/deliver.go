@@ -41,6 +41,9 @@ type Options struct {
 	Lease time.Duration
 	// Batch is how many changes are read from the feed at a time (default 50).
 	Batch int
+	// InFlight is how many POSTs an endpoint has under way at a time, never two of one
+	// aggregate (default 8; 1: one change at a time).
+	InFlight int
 	// GiveUp is how long an endpoint fails before it is disabled (default GiveUpAfter).
 	GiveUp time.Duration
 	// Backoff is the wait after the n-th failed attempt (default Backoff).
@@ -88,6 +91,9 @@ func NewDeliverer(store *Store, o Options) (*Deliverer, error) {
 	if o.Batch <= 0 {
 		o.Batch = 50
 	}
+	if o.InFlight <= 0 {
+		o.InFlight = 8
+	}
 	if o.GiveUp <= 0 {
 		o.GiveUp = GiveUpAfter
 	}
@@ -123,7 +129,7 @@ func NewDeliverer(store *Store, o Options) (*Deliverer, error) {
 			DialContext:         o.Policy.dialContext(dialer),
 			TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout: o.Timeout, ResponseHeaderTimeout: o.Timeout,
-			MaxIdleConns: 100, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
+			MaxIdleConns: 100, MaxIdleConnsPerHost: max(2, o.InFlight), IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -254,8 +260,9 @@ func (d *Deliverer) start(ctx context.Context, e Endpoint) bool {
 // deleted. The holder stops; the endpoint's next holder goes on.
 var errLost = errors.New("webhooks: the endpoint's lease was lost")
 
-// serve delivers the endpoint's changes after its position, in feed order, until none is
-// left, an attempt fails or ctx ends.
+// serve delivers the endpoint's changes after its position, a page at a time
+// (deliverPage: each aggregate's in order), until none is left, an attempt fails or ctx
+// ends.
 func (d *Deliverer) serve(ctx context.Context, e Endpoint) (err error) {
 	e, ok, err := d.store.acquire(ctx, e, d.owner, d.o.Lease)
 	if err != nil || !ok {
@@ -291,19 +298,8 @@ func (d *Deliverer) serve(ctx context.Context, e Endpoint) (err error) {
 		if err != nil {
 			return err
 		}
-		for i, raw := range page.Events {
-			h := headerOf(raw)
-			if !wanted(e.Types, h.Type) {
-				continue
-			}
-			if e, err = d.attempt(ctx, e, secrets, h, raw, page.At[i]); err != nil {
-				return err
-			}
-		}
-		if page.Next.After > e.Position.After {
-			if e, err = d.store.advance(ctx, e, d.owner, page.Next, false, d.o.Lease); err != nil {
-				return err
-			}
+		if e, err = d.deliverPage(ctx, e, secrets, page); err != nil {
+			return err
 		}
 		if len(page.Events) == 0 {
 			return nil
@@ -314,57 +310,6 @@ func (d *Deliverer) serve(ctx context.Context, e Endpoint) (err error) {
 
 // errFailed ends a run at a failed attempt, which gave the lease back with its record.
 var errFailed = errors.New("webhooks: an attempt failed")
-
-// record lists an attempt made, also when the deliverer is stopping meanwhile (a change
-// the endpoint got is listed even if the process stops right after), within a few seconds.
-func (d *Deliverer) record(ctx context.Context, e Endpoint, rec Delivery) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := d.store.record(rctx, e, rec); err != nil {
-		d.log.Warn("webhooks: could not record a delivery", zap.String("webhook", e.ID), zap.Error(err))
-	}
-}
-
-// attempt delivers one change and records the attempt: delivered, the position moves past
-// it; failed, the next attempt is scheduled (or the endpoint disabled) and the run ends.
-func (d *Deliverer) attempt(ctx context.Context, e Endpoint, secrets []string, h eventHeader, body []byte, at changefeed.Position) (Endpoint, error) {
-	status, perr := d.post(ctx, e.URL, secrets, h.ID, body)
-	if ctx.Err() != nil {
-		return e, ctx.Err() // stopping: not the endpoint's failure
-	}
-	now := d.store.now()
-	rec := Delivery{EventID: h.ID, Type: h.Type, Position: at.After, Attempt: e.Attempt + 1, ResponseStatus: status, At: now}
-	if perr == nil {
-		rec.Status = "delivered"
-		d.attempts.WithLabelValues("delivered").Inc()
-		// The record and the position are items of their own: written at once, a
-		// delivered change costs the POST and one write's time, not two.
-		recorded := make(chan struct{})
-		go func() { defer close(recorded); d.record(ctx, e, rec) }()
-		e, err := d.store.advance(ctx, e, d.owner, at, true, d.o.Lease)
-		<-recorded
-		return e, err
-	}
-	d.attempts.WithLabelValues("failed").Inc()
-	e.Attempt++
-	if e.FailingSince.IsZero() {
-		e.FailingSince = now
-	}
-	e.NextAttempt, e.LastError, e.LastStatus = now.Add(d.o.Backoff(e.Attempt)), perr.Error(), status
-	rec.Status, rec.Error = "failed", e.LastError
-	giveUp := now.Sub(e.FailingSince) >= d.o.GiveUp
-	if !giveUp {
-		rec.NextAttempt = e.NextAttempt
-	}
-	d.record(ctx, e, rec)
-	if giveUp {
-		return e, d.disable(ctx, e)
-	}
-	if err := d.store.fail(ctx, e, d.owner, false); err != nil {
-		return e, err
-	}
-	return e, errFailed
-}
 
 // disable turns an endpoint off, with an alert: an error log line and
 // ssodir_webhooks_disabled_total.
@@ -428,6 +373,9 @@ type eventHeader struct {
 	ID      string `json:"id"`
 	Type    string `json:"type"`
 	Subject string `json:"subject"`
+	Data    struct {
+		ID string `json:"id"` // the aggregate's immutable id: its changes go out in order
+	} `json:"data"`
 }
 
 func headerOf(raw []byte) eventHeader {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,18 +49,30 @@ func heldValues(e Endpoint, owner string) map[string]types.AttributeValue {
 }
 
 // advance moves the endpoint's position after a delivery (or past changes not of its
-// types), clears its failures and renews the lease. errLost: the lease or the gen moved.
-func (s *Store) advance(ctx context.Context, e Endpoint, owner string, to changefeed.Position, delivered bool, lease time.Duration) (Endpoint, error) {
+// types), with the positions after it already delivered (ahead, nil: none), clears its
+// failures and renews the lease. errLost: the lease or the gen moved.
+func (s *Store) advance(ctx context.Context, e Endpoint, owner string, to changefeed.Position, ahead []int64, delivered bool, lease time.Duration) (Endpoint, error) {
 	now := s.now()
 	vals := heldValues(e, owner)
 	vals[":after"], vals[":seen"], vals[":until"], vals[":zero"] = num(to.After), ms(to.Seen), ms(now.Add(lease)), num(0)
 	set := "SET #after = :after, seen_ms = :seen, lease_until_ms = :until, attempt = :zero"
+	remove := " REMOVE failing_since_ms, next_attempt_ms, last_error, last_status"
+	if len(ahead) > 0 {
+		ns := make([]string, len(ahead))
+		for i, p := range ahead {
+			ns[i] = strconv.FormatInt(p, 10)
+		}
+		set += ", ahead = :ahead"
+		vals[":ahead"] = &types.AttributeValueMemberNS{Value: ns}
+	} else {
+		remove += ", ahead"
+	}
 	if delivered {
 		set += ", delivered_at_ms = :now"
 		vals[":now"] = ms(now)
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(e.System, e.Tenant, e.ID),
-		UpdateExpression:         aws.String(set + " REMOVE failing_since_ms, next_attempt_ms, last_error, last_status"),
+		UpdateExpression:         aws.String(set + remove),
 		ConditionExpression:      aws.String(held),
 		ExpressionAttributeNames: map[string]string{"#after": "after"}, ExpressionAttributeValues: vals})
 	if conditionFailed(err) {
@@ -69,7 +82,24 @@ func (s *Store) advance(ctx context.Context, e Endpoint, owner string, to change
 		return e, fmt.Errorf("move the webhook's position: %w", err)
 	}
 	e.Position, e.Attempt, e.FailingSince, e.NextAttempt, e.LastError, e.LastStatus = to, 0, time.Time{}, time.Time{}, "", 0
+	e.ahead = ahead
 	return e, nil
+}
+
+// renew extends the lease of a holder whose page of deliveries is still under way.
+func (s *Store) renew(ctx context.Context, e Endpoint, owner string, lease time.Duration) error {
+	vals := heldValues(e, owner)
+	vals[":until"] = ms(s.now().Add(lease))
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(e.System, e.Tenant, e.ID),
+		UpdateExpression: aws.String("SET lease_until_ms = :until"), ConditionExpression: aws.String(held),
+		ExpressionAttributeValues: vals})
+	if conditionFailed(err) {
+		return errLost
+	}
+	if err != nil {
+		return fmt.Errorf("renew the webhook's lease: %w", err)
+	}
+	return nil
 }
 
 // fail records a failed attempt at the change after the position, when the next is due,

@@ -40,6 +40,7 @@ const (
 type DB interface {
 	changefeed.ReadDB
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
@@ -88,6 +89,9 @@ type Endpoint struct {
 	LeaseUntil time.Time
 
 	secret, previous string // ciphertexts
+	// ahead are positions after Position already delivered (a page whose deliveries ran
+	// side by side stopped at a failure or a shutdown): the next holder passes over them.
+	ahead []int64
 }
 
 // Delivery is one attempt to deliver one change.
@@ -242,7 +246,7 @@ func (s *Store) Replay(ctx context.Context, system, tenant, id string, from *cha
 		vals[":after"], vals[":seen"], names["#after"] = num(from.After), ms(from.Seen), "after"
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: s.key(system, tenant, id),
-		UpdateExpression:          aws.String(set + " REMOVE failing_since_ms, next_attempt_ms, disabled_at_ms, last_error, last_status"),
+		UpdateExpression:          aws.String(set + " REMOVE failing_since_ms, next_attempt_ms, disabled_at_ms, last_error, last_status, ahead"),
 		ConditionExpression:       aws.String("attribute_exists(pk)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals, ReturnValues: types.ReturnValueAllNew})
@@ -364,6 +368,41 @@ func deliverySK(at time.Time, position int64, attempt int) string {
 
 // record writes one delivery attempt.
 func (s *Store) record(ctx context.Context, e Endpoint, d Delivery) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: deliveryItem(e, d)})
+	return err
+}
+
+// recordAll lists the attempts of ds, 25 to a BatchWriteItem.
+func (s *Store) recordAll(ctx context.Context, e Endpoint, ds []Delivery) error {
+	for len(ds) > 0 {
+		n := min(len(ds), 25)
+		reqs := make([]types.WriteRequest, n)
+		for i, d := range ds[:n] {
+			reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: deliveryItem(e, d)}}
+		}
+		ds = ds[n:]
+		for try := 0; len(reqs) > 0; try++ {
+			if try == 5 {
+				return fmt.Errorf("%d delivery records left unprocessed", len(reqs))
+			}
+			if try > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+				}
+			}
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: reqs}})
+			if err != nil {
+				return err
+			}
+			reqs = out.UnprocessedItems[s.table]
+		}
+	}
+	return nil
+}
+
+func deliveryItem(e Endpoint, d Delivery) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		"pk": str(deliveriesPK(e.System, e.Tenant, e.ID)), "sk": str(deliverySK(d.At, d.Position, d.Attempt)),
 		"event_id": str(d.EventID), "type": str(d.Type), "position": num(d.Position), "attempt": num(int64(d.Attempt)),
@@ -378,8 +417,7 @@ func (s *Store) record(ctx context.Context, e Endpoint, d Delivery) error {
 	if !d.NextAttempt.IsZero() {
 		item["next_attempt_ms"] = ms(d.NextAttempt)
 	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
-	return err
+	return item
 }
 
 // subjects fills in the subjects of deliveries from their changes in the feed.
@@ -434,6 +472,13 @@ func fromItem(item map[string]types.AttributeValue) Endpoint {
 	}
 	if t := strAttr(item, "types"); t != "" {
 		e.Types = strings.Split(t, ",")
+	}
+	if ns, ok := item["ahead"].(*types.AttributeValueMemberNS); ok {
+		for _, n := range ns.Value {
+			if v, err := strconv.ParseInt(n, 10, 64); err == nil {
+				e.ahead = append(e.ahead, v)
+			}
+		}
 	}
 	return e
 }
