@@ -75,7 +75,23 @@ func newKey(t testing.TB) []byte {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	local := dynamotest.Current(t)
-	names := sharedTables(t, local)
+	return newWorldOn(t, local, sharedTables(t, local))
+}
+
+// newPrivateWorld is a world on a DynamoDB Local of the test's own (dynamotest.Private),
+// for a test that writes many records.
+func newPrivateWorld(t *testing.T) *world {
+	t.Helper()
+	local := dynamotest.Private(t)
+	names := dynamo.Names{Prefix: dynamotest.UniqueName("cmdtest")}
+	if err := dynamo.EnsureSharedTables(t.Context(), local.DynamoDB(), names, dynamo.TableSettings{}); err != nil {
+		t.Fatalf("shared tables: %v", err)
+	}
+	return newWorldOn(t, local, names)
+}
+
+func newWorldOn(t *testing.T, local *dynamotest.Local, names dynamo.Names) *world {
+	t.Helper()
 	db := local.DynamoDB()
 	tenant := commands.Tenant{System: "acme", ID: dynamotest.UniqueName("t")}
 	if err := dynamo.NewTenantStore(db, names).EnsureTables(t.Context(), tenant.System, tenant.ID); err != nil {

@@ -65,7 +65,7 @@ func untilAvailable(f func() error) error {
 // nothing is left under the old one, and the old name can be created afresh, empty.
 func TestRenameGroupMovesManyMembersThroughACrash(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	w := newPrivateWorld(t)
 	members := names("m", 200)
 	w.given(append(usersBatch(append(slices.Clone(members), "late")), createGroup("Big"),
 		commands.ChangeMembers{Group: "big", Add: members})...)

@@ -72,7 +72,7 @@ func inGroups(t *testing.T, w *world, username, former string, want []string) {
 // and pointer), none under the old, no move left pending; the old name 404s.
 func TestRenameUserInManyGroups(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	w := newPrivateWorld(t)
 	w.given(append([]any{createUser("ann", "ann@example.com")}, groupsWithMember(150, "ann")...)...)
 	before, err := w.real.LoadUser(t.Context(), w.tenant, "ann")
 	if err != nil {
@@ -112,7 +112,7 @@ func TestRenameUserInManyGroups(t *testing.T) {
 // user of the old name is in none.
 func TestRenameUserMoveThroughACrash(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	w := newPrivateWorld(t)
 	w.given(append([]any{createUser("ann", "ann@example.com"), createUser("late", "late@example.com")},
 		groupsWithMember(150, "ann")...)...)
 	var offset atomic.Int64

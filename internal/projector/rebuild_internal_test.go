@@ -118,8 +118,15 @@ type rebuildFixture struct {
 // newRebuildFixture is a tenant with a command log and the empty tables of a replay.
 func newRebuildFixture(t *testing.T) rebuildFixture {
 	t.Helper()
+	return newRebuildFixtureOn(t, dynamotest.Current(t))
+}
+
+// newRebuildFixtureOn is the fixture on local: dynamotest.Private's for a test that writes
+// many records.
+func newRebuildFixtureOn(t *testing.T, local *dynamotest.Local) rebuildFixture {
+	t.Helper()
 	ctx := context.Background()
-	db := dynamotest.Current(t).DynamoDB()
+	db := local.DynamoDB()
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("rb")}
 	if err := dynamo.EnsureSharedTables(ctx, db, names, dynamo.TableSettings{}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/events"
 	"github.com/ssodir/ssodir/internal/projections"
 	"github.com/ssodir/ssodir/internal/streams"
@@ -34,8 +35,13 @@ type partsWorld struct {
 
 func newPartsWorld(t *testing.T) *partsWorld {
 	t.Helper()
+	return newPartsWorldOn(t, dynamotest.Current(t))
+}
+
+func newPartsWorldOn(t *testing.T, local *dynamotest.Local) *partsWorld {
+	t.Helper()
 	ctx := context.Background()
-	f := newRebuildFixture(t)
+	f := newRebuildFixtureOn(t, local)
 	names := f.replayer.names
 	live := projections.Tables{Users: names.Users("s", "t", 0), Activities: names.Activities("s", "t", 0)}
 	for _, spec := range []dynamo.TableSpec{dynamo.UsersTable(live.Users), dynamo.ActivitiesTable(live.Activities)} {
@@ -230,7 +236,7 @@ const (
 // projector moves every membership to the new name and writes the group's feed, and a
 // replay of the log builds the same.
 func TestRenameOfALargeGroupOfLongNamedMembers(t *testing.T) {
-	w := newPartsWorld(t)
+	w := newPartsWorldOn(t, dynamotest.Private(t))
 	users := longNames("member", partsTestMembers, partsTestNameLength)
 	start := time.Now()
 	w.bigGroup(t, "Big", users)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -49,7 +50,7 @@ func diesAfter(requests int64, before func(context.Context) error) func(context.
 // tombstones, and passes the verification against the write model.
 func TestReplayRebuildsARenameOfManyMembersMidMove(t *testing.T) {
 	ctx := context.Background()
-	f := newRebuildFixture(t)
+	f := newRebuildFixtureOn(t, dynamotest.Private(t))
 	members := make([]string, 200)
 	for i := range members {
 		members[i] = fmt.Sprintf("m%03d", i)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -34,7 +35,7 @@ func (s deadUserMoverStore) MoveUserMemberships(ctx context.Context, t commands.
 // tombstones, and passes the verification against the write model.
 func TestReplayRebuildsARenameInManyGroupsMidMove(t *testing.T) {
 	ctx := context.Background()
-	f := newRebuildFixture(t)
+	f := newRebuildFixtureOn(t, dynamotest.Private(t))
 	f.run(t, commands.CreateUser{Username: "ann"})
 	groups := make([]string, 150)
 	for i := range groups {

@@ -64,6 +64,20 @@ func Current(t testing.TB) *Local {
 	return current
 }
 
+// Private starts a DynamoDB Local of the test's own, stopped when the test ends. It is for a
+// test that writes many stream records: on the package's instance it would run slowly once
+// the tests before it wrote many records of other tables (../shared/DYNAMODB-LOCAL.md,
+// trap 1), and slow down the tests after it in turn.
+func Private(t testing.TB) *Local {
+	t.Helper()
+	l, err := Start(context.Background())
+	if err != nil {
+		t.Fatalf("dynamotest: %v", err)
+	}
+	t.Cleanup(l.Stop)
+	return l
+}
+
 // Start installs DynamoDB Local if needed (through scripts/dynamodb-local.sh) and starts a
 // fresh in-memory instance on a free loopback port.
 func Start(ctx context.Context) (*Local, error) {
