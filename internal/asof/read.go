@@ -2,11 +2,8 @@ package asof
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -77,38 +74,20 @@ type ReadDB interface {
 }
 
 // Reader answers as-of reads from a read table.
-type Reader struct{ db ReadDB }
+type Reader struct {
+	db   ReadDB
+	sign signer
+}
 
-// NewReader reads through db.
+// NewReader reads through db. Its cursors are bound to the table and checksummed only;
+// SignCursors signs them.
 func NewReader(db ReadDB) *Reader { return &Reader{db: db} }
 
-type cursor struct {
-	Kind  string `json:"k"`
-	Of    string `json:"o"`
-	At    int64  `json:"t"`
-	Level int    `json:"l"`
-	SK    string `json:"s"`
-}
-
-func (c cursor) encode() *string {
-	b, _ := json.Marshal(c)
-	v := base64.RawURLEncoding.EncodeToString(b)
-	return &v
-}
-
-func decodeCursor(v, kind, of string, at int64) (*cursor, error) {
-	if v == "" {
-		return nil, nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil {
-		return nil, ErrBadCursor
-	}
-	var c cursor
-	if json.Unmarshal(b, &c) != nil || c.Kind != kind || c.Of != of || c.At != at || c.Level < 0 || c.Level > Depth || c.SK == "" {
-		return nil, ErrBadCursor
-	}
-	return &c, nil
+// SignCursors signs the reader's cursors with key and binds them to scope (the system and
+// tenant): a cursor continues only the list, tenant, name and instant it was made for.
+func (r *Reader) SignCursors(key []byte, scope string) *Reader {
+	r.sign = signer{key: key, scope: scope}
+	return r
 }
 
 // holder is who held name partition p at instant t: the latest holding that began at or
@@ -138,56 +117,67 @@ func (r *Reader) holder(ctx context.Context, table, p string, t int64) (string, 
 
 // Members is a page of the members of the group that held name key at instant t.
 func (r *Reader) Members(ctx context.Context, table, groupKey string, t int64, limit int, after string) (Page[Member], error) {
-	gid, err := r.holder(ctx, table, groupName(groupKey), t)
+	c, err := r.sign.decode(after, table, "members", groupKey, t)
 	if err != nil {
 		return Page[Member]{}, err
 	}
-	life, used, err := r.lifeAndLevels(ctx, table, groupLife(gid), groupRoot(gid))
-	if err != nil {
-		return Page[Member]{}, err
-	}
-	if d, ok := num(life, "deleted"); ok && d <= t {
-		return Page[Member]{}, ErrNotFound
-	}
-	c, err := decodeCursor(after, "members", gid, t)
+	gid, used, err := r.first(ctx, table, c, groupName(groupKey), t, groupLife, groupRoot)
 	if err != nil {
 		return Page[Member]{}, err
 	}
 	var out []Member
-	next, err := r.walk(ctx, table, used, func(l int, i int64) string { return groupNode(gid, l, i) }, "members", gid, t, limit, c,
-		"h", userLife, func(it, life map[string]types.AttributeValue) bool {
+	next, err := r.walk(ctx, list{table: table, kind: "members", name: groupKey, of: gid,
+		nodeID:   func(l int, i int64) string { return groupNode(gid, l, i) },
+		lifeAttr: "h", lifeID: userLife,
+		keep: func(it, life map[string]types.AttributeValue) bool {
 			m, ok := member(it, life, t)
 			if ok {
 				out = append(out, m)
 			}
 			return ok
-		})
+		}}, t, limit, c, used)
 	if err != nil {
 		return Page[Member]{}, err
 	}
 	return Page[Member]{Items: nonNil(out), Next: next}, nil
 }
 
-// Groups is a page of the groups of the user who held username at instant t.
-func (r *Reader) Groups(ctx context.Context, table, username string, t int64, limit int, after string) (Page[Group], error) {
-	h, err := r.holder(ctx, table, userName(username), t)
-	if err != nil {
-		return Page[Group]{}, err
+// first is what a list's first page reads before its nodes: who held the name at t (the
+// group's id or the user's hash), refused if deleted by t, and the levels its partition
+// uses. A later page has them from its cursor.
+func (r *Reader) first(ctx context.Context, table string, c *cursor, name string, t int64, lifeID, rootID func(string) string) (string, map[int]bool, error) {
+	if c != nil {
+		return c.Of, nil, nil
 	}
-	life, used, err := r.lifeAndLevels(ctx, table, userLife(h), userRoot(h))
+	of, err := r.holder(ctx, table, name, t)
 	if err != nil {
-		return Page[Group]{}, err
+		return "", nil, err
+	}
+	life, used, err := r.lifeAndLevels(ctx, table, lifeID(of), rootID(of))
+	if err != nil {
+		return "", nil, err
 	}
 	if d, ok := num(life, "deleted"); ok && d <= t {
-		return Page[Group]{}, ErrNotFound
+		return "", nil, ErrNotFound
 	}
-	c, err := decodeCursor(after, "groups", h, t)
+	return of, used, nil
+}
+
+// Groups is a page of the groups of the user who held username at instant t.
+func (r *Reader) Groups(ctx context.Context, table, username string, t int64, limit int, after string) (Page[Group], error) {
+	c, err := r.sign.decode(after, table, "groups", username, t)
+	if err != nil {
+		return Page[Group]{}, err
+	}
+	h, used, err := r.first(ctx, table, c, userName(username), t, userLife, userRoot)
 	if err != nil {
 		return Page[Group]{}, err
 	}
 	var out []Group
-	next, err := r.walk(ctx, table, used, func(l int, i int64) string { return userNode(h, l, i) }, "groups", h, t, limit, c,
-		"g", groupLife, func(it, gl map[string]types.AttributeValue) bool {
+	next, err := r.walk(ctx, list{table: table, kind: "groups", name: username, of: h,
+		nodeID:   func(l int, i int64) string { return userNode(h, l, i) },
+		lifeAttr: "g", lifeID: groupLife,
+		keep: func(it, gl map[string]types.AttributeValue) bool {
 			if gl == nil {
 				return false // not indexed yet: its creation is being projected
 			}
@@ -197,7 +187,7 @@ func (r *Reader) Groups(ctx context.Context, table, username string, t int64, li
 			from, _ := num(it, "from")
 			out = append(out, Group{GroupID: str(it, "g"), Name: heldName(gl, t), AddedAt: time.UnixMilli(from).UTC(), AddedBy: str(it, "added_by")})
 			return true
-		})
+		}}, t, limit, c, used)
 	if err != nil {
 		return Page[Group]{}, err
 	}
@@ -256,124 +246,6 @@ func heldName(life map[string]types.AttributeValue, t int64) string {
 		}
 	}
 	return name
-}
-
-// walk reads the answers at t from the nodes of t's path that the partition uses, root
-// first (continuing from the cursor), until limit items are kept. The first node is read
-// alone; if it does not fill the page, the other nodes' first Queries go out together.
-// The life items of the next limit items are read in one BatchGetItem, so a page costs
-// two round trips when its first node fills it (a group's current members are at the
-// root) and about four otherwise, however many levels the history uses; a node with more
-// than a page of items is then read on, in order. keep decides each item with the life
-// items at hand (lifeAttr names the item's life).
-func (r *Reader) walk(ctx context.Context, table string, used map[int]bool, nodeID func(int, int64) string, kind, of string, t int64, limit int,
-	c *cursor, lifeAttr string, lifeID func(string) string, keep func(it, life map[string]types.AttributeValue) bool) (*string, error) {
-	var steps []step
-	for _, st := range path(t) {
-		if used[st.level] && (c == nil || st.level <= c.Level) {
-			steps = append(steps, st)
-		}
-	}
-	query := func(st step, start map[string]types.AttributeValue) *dynamodb.QueryInput {
-		q := &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("id = :p AND sk BETWEEN :lo AND :hi"),
-			Limit: aws.Int32(int32(limit)), ExclusiveStartKey: start}
-		if st.byStart {
-			q.ExpressionAttributeValues = map[string]types.AttributeValue{":p": s(nodeID(st.level, st.index)), ":lo": s("s#"), ":hi": s("s#" + ms13(t) + "#~")}
-		} else {
-			q.ExpressionAttributeValues = map[string]types.AttributeValue{":p": s(nodeID(st.level, st.index)), ":lo": s("e#" + ms13(t+1)), ":hi": s("e#~")}
-		}
-		return q
-	}
-	// The first node (the root, or the cursor's) is read alone: it often fills the page
-	// (a group's current members are all at the root), and the other nodes would be read
-	// for nothing. When it does not, the rest of the path is read at once, together.
-	firsts := make([]*dynamodb.QueryOutput, len(steps))
-	var all []map[string]types.AttributeValue
-	load := func(from, to int) error {
-		errs := make([]error, to-from)
-		var wg sync.WaitGroup
-		for i := from; i < to; i++ {
-			st := steps[i]
-			var start map[string]types.AttributeValue
-			if c != nil && st.level == c.Level {
-				start = key(nodeID(st.level, st.index), c.SK)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				firsts[i], errs[i-from] = r.db.Query(ctx, query(st, start))
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		for i := from; i < to; i++ {
-			all = append(all, firsts[i].Items...)
-		}
-		return nil
-	}
-	if len(steps) > 0 {
-		if err := load(0, 1); err != nil {
-			return nil, err
-		}
-	}
-	// Life items are read for the next limit items in path order, not for everything the
-	// nodes returned (most of which a full page never reaches).
-	lives := map[string]map[string]types.AttributeValue{}
-	fetched := map[string]bool{}
-	fetch := func(items []map[string]types.AttributeValue) error {
-		ids := attrs(items, lifeAttr)
-		more, err := r.lives(ctx, table, ids, lifeID)
-		if err != nil {
-			return err
-		}
-		maps.Copy(lives, more)
-		for _, id := range ids {
-			fetched[id] = true
-		}
-		return nil
-	}
-	pos, got := 0, 0
-	for i, st := range steps {
-		if firsts[i] == nil {
-			if err := load(i, len(steps)); err != nil {
-				return nil, err
-			}
-		}
-		out, first := firsts[i], true
-		for {
-			for _, it := range out.Items {
-				if first {
-					if !fetched[str(it, lifeAttr)] {
-						if err := fetch(all[pos:min(pos+limit, len(all))]); err != nil {
-							return nil, err
-						}
-					}
-					pos++
-				}
-				if !keep(it, lives[str(it, lifeAttr)]) {
-					continue
-				}
-				if got++; got == limit {
-					last := cursor{Kind: kind, Of: of, At: t, Level: st.level, SK: str(it, "sk")}
-					return last.encode(), nil
-				}
-			}
-			if out.LastEvaluatedKey == nil {
-				break
-			}
-			var err error
-			if out, err = r.db.Query(ctx, query(st, out.LastEvaluatedKey)); err != nil {
-				return nil, err
-			}
-			first = false
-			if err := fetch(out.Items); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return nil, nil
 }
 
 // lifeAndLevels reads a life item and a partition's levels at once.

@@ -64,6 +64,12 @@ func (s *Service) checkAsOf(ctx context.Context, system, tenant string, at time.
 	return t, nil
 }
 
+// asOfReader reads the index with cursors signed by the service's cursor key and bound to
+// the tenant, as the other lists' are.
+func (s *Service) asOfReader(system, tenant string) *asof.Reader {
+	return asof.NewReader(s.db).SignCursors(s.cursors.key, system+"/"+tenant)
+}
+
 // storageOr classifies what is not already a problem as a storage error.
 func storageOr(err error) error {
 	if _, ok := apperr.As(err); ok {
@@ -82,7 +88,7 @@ func (s *Service) GroupMembersAsOf(ctx context.Context, system, tenant, name str
 	if err != nil {
 		return asof.Page[asof.Member]{}, err
 	}
-	page, err := asof.NewReader(s.db).Members(ctx, t.users, identity.GroupKey(name), asof.Millis(at), p.size(), p.Cursor)
+	page, err := s.asOfReader(system, tenant).Members(ctx, t.users, identity.GroupKey(name), asof.Millis(at), p.size(), p.Cursor)
 	if errors.Is(err, asof.ErrNotFound) {
 		return page, apperr.NotFound("group")
 	}
@@ -103,7 +109,7 @@ func (s *Service) UserGroupsAsOf(ctx context.Context, system, tenant, username s
 	if err != nil {
 		return asof.Page[asof.Group]{}, err
 	}
-	page, err := asof.NewReader(s.db).Groups(ctx, t.users, username, asof.Millis(at), p.size(), p.Cursor)
+	page, err := s.asOfReader(system, tenant).Groups(ctx, t.users, username, asof.Millis(at), p.size(), p.Cursor)
 	if errors.Is(err, asof.ErrNotFound) {
 		return page, apperr.NotFound("user")
 	}

@@ -20,7 +20,7 @@ import (
 // TestAsOfListsOverHTTP reads members and groups at instants between the steps of a
 // history through the real handlers, and the refusals: an instant before the index's
 // coverage (history_not_kept), beyond SSO_HISTORY_RETENTION, in the future, malformed,
-// a cursor of another list, and a name nobody held at the instant.
+// a cursor of another list or group, and a name nobody held at the instant.
 func TestAsOfListsOverHTTP(t *testing.T) {
 	ctx := t.Context()
 	var now time.Time
@@ -40,6 +40,7 @@ func TestAsOfListsOverHTTP(t *testing.T) {
 	if err := asof.MarkCoverage(ctx, db, f.Tables().Users, asof.Millis(created)); err != nil {
 		t.Fatal(err)
 	}
+	step(f.CreateGroup("Dev", ""))
 	step(f.CreateUser(events.User{Username: "ann"}))
 	step(f.CreateUser(events.User{Username: "ben"}))
 	annIn := step(f.AddMember("Ops", "ann"))
@@ -103,6 +104,8 @@ func TestAsOfListsOverHTTP(t *testing.T) {
 
 	otherList := at(benIn)
 	otherList.Set("cursor", q.Get("cursor"))
+	otherGroup := at(benIn)
+	otherGroup.Set("cursor", q.Get("cursor"))
 	for _, c := range []struct {
 		path string
 		q    url.Values
@@ -116,6 +119,7 @@ func TestAsOfListsOverHTTP(t *testing.T) {
 		{"/groups/ops/members", url.Values{"as_of": {""}}, 400, "validation_failed"},
 		{"/groups/ops/members", url.Values{"as_of": {annIn.Format(time.RFC3339Nano)}, "day": {"x"}}, 400, "validation_failed"},
 		{"/users/ann/groups", otherList, 400, "validation_failed"},
+		{"/groups/dev/members", otherGroup, 400, "validation_failed"}, // the cursor carries Ops's id: bound to its name
 		{"/groups/nobody/members", at(benIn), 404, "not_found"},
 		{"/users/zed/groups", at(benIn), 404, "not_found"},
 		{"/users/ben/groups", at(created), 404, "not_found"}, // ben did not exist yet
