@@ -11,46 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/secrets"
 )
-
-// findPlaintext looks for plaintext in every string of an item, at any depth.
-func findPlaintext(it map[string]types.AttributeValue, plaintext string) (string, bool) {
-	var walk func(path string, v types.AttributeValue) (string, bool)
-	walk = func(path string, v types.AttributeValue) (string, bool) {
-		switch x := v.(type) {
-		case *types.AttributeValueMemberS:
-			return path, strings.Contains(x.Value, plaintext)
-		case *types.AttributeValueMemberB:
-			return path, strings.Contains(string(x.Value), plaintext)
-		case *types.AttributeValueMemberSS:
-			for _, s := range x.Value {
-				if strings.Contains(s, plaintext) {
-					return path, true
-				}
-			}
-		case *types.AttributeValueMemberL:
-			for i, e := range x.Value {
-				if p, ok := walk(fmt.Sprintf("%s[%d]", path, i), e); ok {
-					return p, true
-				}
-			}
-		case *types.AttributeValueMemberM:
-			for k, e := range x.Value {
-				if p, ok := walk(path+"."+k, e); ok {
-					return p, true
-				}
-			}
-		}
-		return "", false
-	}
-	for k, v := range it {
-		if p, ok := walk(k, v); ok {
-			return p, true
-		}
-	}
-	return "", false
-}
 
 // TestSecretsNeverInClear sends passwords and client secrets through every route that
 // takes them, successfully and not, then looks for them in the answers, the logs (at debug
@@ -127,7 +90,7 @@ func TestSecretsNeverInClear(t *testing.T) {
 		scanned++
 		for _, it := range a.items(t, table) {
 			for _, s := range all {
-				if path, ok := findPlaintext(it, s); ok {
+				if path, ok := dynamotest.FindPlaintext(it, s); ok {
 					t.Errorf("table %s, item %s/%s%s: %s holds a secret in clear", table, attrS(it, "id"), attrS(it, "system_id"), attrS(it, "key"), path)
 				}
 			}

@@ -116,7 +116,7 @@ func TestTenantCommands(t *testing.T) {
 			created: true,
 			also: func(t *testing.T, w *tenantWorld, id string, _ commands.TenantRecord) {
 				row := w.row(t, "acme", id)
-				if p, ok := findPlaintext(row, "plain-client-secret"); ok {
+				if p, ok := dynamotest.FindPlaintext(row, "plain-client-secret"); ok {
 					t.Errorf("the row holds the secret in clear in %s", p)
 				}
 				pt, err := w.box.Decrypt(t.Context(), s(row, "client_secret"), "client_secret:acme/"+id)
@@ -195,7 +195,7 @@ func TestTenantCommands(t *testing.T) {
 					s(row, "client_id") != "c2" || s(row, "on_delete") != "disable" || s(row, "status") != commands.TenantActive {
 					t.Errorf("row %v", row)
 				}
-				if _, ok := findPlaintext(row, "new-plain-secret"); ok {
+				if _, ok := dynamotest.FindPlaintext(row, "new-plain-secret"); ok {
 					t.Error("the row holds the new secret in clear")
 				}
 				if pt, err := w.box.Decrypt(t.Context(), s(row, "client_secret"), "client_secret:acme/"+id); err != nil || string(pt) != "new-plain-secret" {

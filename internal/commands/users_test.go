@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/ssodir/ssodir/internal/apperr"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 	"github.com/ssodir/ssodir/internal/events"
 )
 
@@ -122,48 +121,10 @@ func checkPassword(t *testing.T, w *world, username, ct, plaintext string) {
 		t.Errorf("config holds password %q (%v), want the record's ciphertext", user.PasswordCiphertext, err)
 	}
 	for _, it := range w.items() {
-		if k, ok := findPlaintext(it, plaintext); ok {
+		if k, ok := dynamotest.FindPlaintext(it, plaintext); ok {
 			t.Errorf("item %s holds the password in clear in %s", itemKey(it), k)
 		}
 	}
-}
-
-// findPlaintext looks for plaintext in every string of an item, at any depth.
-func findPlaintext(it map[string]types.AttributeValue, plaintext string) (string, bool) {
-	var walk func(path string, v types.AttributeValue) (string, bool)
-	walk = func(path string, v types.AttributeValue) (string, bool) {
-		switch x := v.(type) {
-		case *types.AttributeValueMemberS:
-			return path, strings.Contains(x.Value, plaintext)
-		case *types.AttributeValueMemberB:
-			return path, strings.Contains(string(x.Value), plaintext)
-		case *types.AttributeValueMemberSS:
-			for _, s := range x.Value {
-				if strings.Contains(s, plaintext) {
-					return path, true
-				}
-			}
-		case *types.AttributeValueMemberL:
-			for i, e := range x.Value {
-				if p, ok := walk(fmt.Sprintf("%s[%d]", path, i), e); ok {
-					return p, true
-				}
-			}
-		case *types.AttributeValueMemberM:
-			for k, e := range x.Value {
-				if p, ok := walk(path+"."+k, e); ok {
-					return p, true
-				}
-			}
-		}
-		return "", false
-	}
-	for k, v := range it {
-		if p, ok := walk(k, v); ok {
-			return p, true
-		}
-	}
-	return "", false
 }
 
 func TestUpdateUser(t *testing.T) {

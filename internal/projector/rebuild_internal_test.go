@@ -153,6 +153,32 @@ func newRebuildFixtureOn(t *testing.T, local *dynamotest.Local) rebuildFixture {
 		replayer: NewReplayer(db, names, dynamo.NewTenants(db, names), p, reg, zap.NewNop())}
 }
 
+// replayAndVerify rebuilds the next generation from the whole log in one page, and fails
+// the test unless it verifies against the log (what: the history, for the message).
+func (f rebuildFixture) replayAndVerify(t *testing.T, what string) {
+	t.Helper()
+	ctx := context.Background()
+	list := &checklist{}
+	if _, _, err := f.replayer.applyPage(ctx, f.row, f.next, f.log(t), list, &sync.Map{}); err != nil {
+		t.Fatal(err)
+	}
+	rep := &ReplayReport{}
+	if err := f.replayer.verify(ctx, f.row, f.next, rep, ReplayOptions{Workers: 2, verifyPause: time.Millisecond}, list, 1, nil); err != nil {
+		t.Fatalf("verification after %s: %v %v", what, err, rep.Mismatches)
+	}
+}
+
+// nextItem is the item id/sk of the next generation's users table, read consistently.
+func (f rebuildFixture) nextItem(t *testing.T, id, sk string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.next.Users), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}, "sk": &types.AttributeValueMemberS{Value: sk}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
 // log is the whole command log, read consistently.
 func (f rebuildFixture) log(t *testing.T) []map[string]types.AttributeValue {
 	t.Helper()

@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ssodir/ssodir/internal/commands"
@@ -79,33 +75,18 @@ func TestReplayRebuildsARenameOfManyMembersMidMove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	list := &checklist{}
-	if _, _, err := f.replayer.applyPage(ctx, f.row, f.next, f.log(t), list, &sync.Map{}); err != nil {
-		t.Fatal(err)
-	}
-	rep := &ReplayReport{}
-	if err := f.replayer.verify(ctx, f.row, f.next, rep, ReplayOptions{Workers: 2, verifyPause: time.Millisecond}, list, 1, nil); err != nil {
-		t.Fatalf("verification after a rename of 200 members: %v %v", err, rep.Mismatches)
-	}
-	get := func(id, sk string) map[string]types.AttributeValue {
-		out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.next.Users), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}, "sk": &types.AttributeValueMemberS{Value: sk}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.Item
-	}
+	f.replayAndVerify(t, "a rename of 200 members")
 	for _, u := range append(members[:199:199], "m199.x") {
-		if m, err := projections.DecodeMembership(get(dynamo.GroupID("huge"), dynamo.MemberSK(u))); err != nil || m.IsDeleted || m.GroupName != "Huge" {
+		if m, err := projections.DecodeMembership(f.nextItem(t, dynamo.GroupID("huge"), dynamo.MemberSK(u))); err != nil || m.IsDeleted || m.GroupName != "Huge" {
 			t.Errorf("%s's membership of huge: %+v (%v)", u, m, err)
 		}
 	}
 	for _, u := range members {
-		if m, err := projections.DecodeMembership(get(dynamo.GroupID("big"), dynamo.MemberSK(u))); err != nil || !m.IsDeleted {
+		if m, err := projections.DecodeMembership(f.nextItem(t, dynamo.GroupID("big"), dynamo.MemberSK(u))); err != nil || !m.IsDeleted {
 			t.Errorf("%s's membership of the old name: %+v (%v), want a tombstone", u, m, err)
 		}
 	}
-	if m, err := projections.DecodeMembership(get(dynamo.GroupID("huge"), dynamo.MemberSK("m199"))); err != nil || (m.MemberID != "" && !m.IsDeleted) {
+	if m, err := projections.DecodeMembership(f.nextItem(t, dynamo.GroupID("huge"), dynamo.MemberSK("m199"))); err != nil || (m.MemberID != "" && !m.IsDeleted) {
 		t.Errorf("the old username's membership of huge: %+v (%v), want none or a tombstone", m, err)
 	}
 }

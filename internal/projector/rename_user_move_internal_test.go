@@ -3,13 +3,8 @@ package projector
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -54,28 +49,13 @@ func TestReplayRebuildsARenameInManyGroupsMidMove(t *testing.T) {
 	}
 	f.run(t, commands.ChangeMembers{Group: "g149", Remove: []string{"ann.b"}})
 
-	list := &checklist{}
-	if _, _, err := f.replayer.applyPage(ctx, f.row, f.next, f.log(t), list, &sync.Map{}); err != nil {
-		t.Fatal(err)
-	}
-	rep := &ReplayReport{}
-	if err := f.replayer.verify(ctx, f.row, f.next, rep, ReplayOptions{Workers: 2, verifyPause: time.Millisecond}, list, 1, nil); err != nil {
-		t.Fatalf("verification after a rename in 150 groups: %v %v", err, rep.Mismatches)
-	}
-	get := func(id, sk string) map[string]types.AttributeValue {
-		out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.next.Users), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}, "sk": &types.AttributeValueMemberS{Value: sk}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.Item
-	}
+	f.replayAndVerify(t, "a rename in 150 groups")
 	for _, g := range groups {
-		m, err := projections.DecodeMembership(get(dynamo.GroupID(g), dynamo.MemberSK("ann.b")))
+		m, err := projections.DecodeMembership(f.nextItem(t, dynamo.GroupID(g), dynamo.MemberSK("ann.b")))
 		if want := g != "g149"; err != nil || m.IsDeleted == want {
 			t.Errorf("ann.b's membership of %s: %+v (%v), want live %v", g, m, err, want)
 		}
-		if m, err := projections.DecodeMembership(get(dynamo.GroupID(g), dynamo.MemberSK("ann"))); err != nil || !m.IsDeleted {
+		if m, err := projections.DecodeMembership(f.nextItem(t, dynamo.GroupID(g), dynamo.MemberSK("ann"))); err != nil || !m.IsDeleted {
 			t.Errorf("the old name's membership of %s: %+v (%v), want a tombstone", g, m, err)
 		}
 	}
