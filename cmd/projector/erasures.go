@@ -52,14 +52,7 @@ const resumeEvery = 30 * time.Second
 // stream record normally carries the erasure out (docs/erasure.md, "The bound").
 func (a *app) resumeErasures(ctx context.Context) {
 	stalled := erasure.StalledAfter(a.cfg.ErasureSettle)
-	t := time.NewTicker(resumeEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, resumeEvery, func() {
 		res, err := a.eraser.ResumePending(ctx, stalled)
 		if err != nil && ctx.Err() == nil {
 			a.log.Warn("erasures: resume failed", zap.Error(err))
@@ -67,5 +60,5 @@ func (a *app) resumeErasures(ctx context.Context) {
 		if res.Resumed > 0 {
 			a.log.Info("stalled erasures resumed", zap.Int("resumed", res.Resumed), zap.Int("finished", res.Finished))
 		}
-	}
+	})
 }

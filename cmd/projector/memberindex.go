@@ -16,7 +16,16 @@ const indexMembersEvery = time.Minute
 // every indexMembersEvery: each round works on the tenants without the mark for at most
 // the indexer's budget, and a lease keeps two projectors off one tenant.
 func (a *app) backfillMemberIndex(ctx context.Context) {
-	t := time.NewTicker(indexMembersEvery)
+	every(ctx, indexMembersEvery, func() {
+		if err := a.memberIndexRound(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("member index backfill: round failed", zap.Error(err))
+		}
+	})
+}
+
+// every runs round every d (the first after d) until ctx ends.
+func every(ctx context.Context, d time.Duration, round func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -24,9 +33,7 @@ func (a *app) backfillMemberIndex(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := a.memberIndexRound(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("member index backfill: round failed", zap.Error(err))
-		}
+		round()
 	}
 }
 
