@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
@@ -96,7 +97,7 @@ func (x *Eraser) Ledger() *Ledger { return x.ledger }
 // (lease.go); one that does not get it answers again = when the holder's runs out.
 func (x *Eraser) Step(ctx context.Context, system, tenant string, e *events.UserErased) (again time.Time, err error) {
 	bctx := x.bounded(ctx)
-	until := softDeadline(bctx).Add(leaseSlack)
+	until := bounded.Deadline(bctx).Add(leaseSlack)
 	owner := leaseOwner()
 	held, holder, err := x.ledger.takeLease(ctx, system, tenant, e.ErasureID, owner, time.Now(), until)
 	if err != nil {
@@ -313,7 +314,7 @@ func (x *Eraser) nextPhase(ctx context.Context, p *pass, phase string) error {
 	if err := p.next(ctx, phase); err != nil {
 		return err
 	}
-	if outOfTime(ctx) {
+	if bounded.Passed(ctx) {
 		return errOutOfTime
 	}
 	return nil
@@ -377,7 +378,7 @@ func (x *Eraser) rewriteGroups(ctx context.Context, row dynamo.Tenant, erasureID
 		return nil
 	}
 	done := func() error {
-		if err := x.batchDelete(withSoftDeadline(ctx, time.Time{}), table, memberships); err != nil {
+		if err := x.batchDelete(bounded.WithDeadline(ctx, time.Time{}), table, memberships); err != nil {
 			return err
 		}
 		memberships = memberships[:0]
@@ -488,7 +489,7 @@ func (x *Eraser) batchDelete(ctx context.Context, table string, keys []map[strin
 	g.SetLimit(deleteWorkers)
 	first, stopped := true, false
 	for chunk := range slices.Chunk(keys, 25) {
-		if !first && outOfTime(ctx) {
+		if !first && bounded.Passed(ctx) {
 			stopped = true
 			break
 		}

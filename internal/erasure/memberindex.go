@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 )
@@ -126,7 +127,7 @@ func (x *Eraser) rewriteIndexedGroups(ctx context.Context, row dynamo.Tenant, er
 	for _, g := range sortedKeys(groups) {
 		memberships = append(memberships, map[string]types.AttributeValue{"id": s(dynamo.GroupID(g)), "sk": s(dynamo.MemberSK(subj.Username))})
 	}
-	if err := x.batchDelete(withSoftDeadline(ctx, time.Time{}), table, memberships); err != nil {
+	if err := x.batchDelete(bounded.WithDeadline(ctx, time.Time{}), table, memberships); err != nil {
 		return err
 	}
 	if p.save != nil && len(found) > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/dynamo"
 )
 
@@ -25,12 +26,9 @@ const (
 	// DefaultMargin is the time a call keeps before its caller's deadline: for the call
 	// that is under way when the soft deadline passes, and for the answer.
 	DefaultMargin = 3 * time.Second
-	// segmentBytes is what one segment of a table Scan reads, about: a call stops between
-	// segments, and its position is the next segment's number.
-	segmentBytes = 256 << 10
-	// segmentItems bounds the items of one segment when the table's size is not known.
+	// segmentItems bounds the items of one segment of a table Scan (dynamo.ScanSegments):
+	// a call stops between segments, and its position is the next segment's number.
 	segmentItems = 1000
-	maxSegments  = 100000
 )
 
 // The first pass's phases, in order; the ledger keeps the one a call stopped in
@@ -56,30 +54,9 @@ type Progress struct {
 // errOutOfTime stops a call at its soft deadline; Step answers "again now".
 var errOutOfTime = errors.New("erasure: out of time for this call, to be continued")
 
-type softDeadlineKey struct{}
-
-// withSoftDeadline is ctx with the time at which the erasure's work stops at its next
-// safe point (between segments, batches and phases).
-func withSoftDeadline(ctx context.Context, at time.Time) context.Context {
-	return context.WithValue(ctx, softDeadlineKey{}, at)
-}
-
-// outOfTime reports whether ctx's soft deadline has passed.
-func outOfTime(ctx context.Context) bool {
-	at, ok := ctx.Value(softDeadlineKey{}).(time.Time)
-	return ok && !at.IsZero() && time.Now().After(at)
-}
-
 // bounded is ctx with the soft deadline of one call.
 func (x *Eraser) bounded(ctx context.Context) context.Context {
-	at := time.Now().Add(x.opts.Budget)
-	if d, ok := ctx.Deadline(); ok && d.Add(-x.opts.Margin).Before(at) {
-		at = d.Add(-x.opts.Margin)
-	}
-	if outer := softDeadline(ctx); !outer.IsZero() && outer.Before(at) {
-		at = outer
-	}
-	return withSoftDeadline(ctx, at)
+	return bounded.Limits{Budget: x.opts.Budget, Margin: x.opts.Margin}.Context(ctx)
 }
 
 // pass is one call's share of a first pass: the position it starts from, and how it
@@ -105,15 +82,11 @@ func (p *pass) next(ctx context.Context, phase string) error {
 // segments is the number of segments a Scan of table is cut into, from its size as
 // DescribeTable last reported it.
 func (x *Eraser) segments(ctx context.Context, table string) (int, error) {
-	out, err := x.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	n, err := dynamo.ScanSegments(ctx, x.db, table, segmentItems)
 	if err != nil {
 		return 0, fmt.Errorf("describe %s: %w", table, errors.Join(dynamo.Translate(err), missingErr(err)))
 	}
-	n := 1
-	if out.Table != nil {
-		n = max(n, int(aws.ToInt64(out.Table.TableSizeBytes)/segmentBytes)+1, int(aws.ToInt64(out.Table.ItemCount)/segmentItems)+1)
-	}
-	return min(n, maxSegments), nil
+	return n, nil
 }
 
 // scanSegments runs in, a Scan of a table, segment by segment from the pass's position,
@@ -130,7 +103,7 @@ func (x *Eraser) scanSegments(ctx context.Context, p *pass, in *dynamodb.ScanInp
 		p.prog.Segs, p.prog.Seg = n, 0
 	}
 	for first := true; p.prog.Seg < p.prog.Segs; first = false {
-		if !first && outOfTime(ctx) {
+		if !first && bounded.Passed(ctx) {
 			return errOutOfTime
 		}
 		in.Segment, in.TotalSegments = aws.Int32(int32(p.prog.Seg)), aws.Int32(int32(p.prog.Segs))

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ssodir/ssodir/internal/apperr"
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
@@ -154,7 +155,7 @@ func (x *Eraser) ResumePending(ctx context.Context, stalledAfter time.Duration) 
 	res.Pending = len(refs)
 	var errs []error
 	for _, ref := range refs {
-		if outOfTime(ctx) {
+		if bounded.Passed(ctx) {
 			res.Left++
 			continue
 		}
@@ -207,7 +208,7 @@ func (x *Eraser) resumeOne(ctx context.Context, ref [3]string, stalledAfter time
 		if again.IsZero() {
 			return true, true, nil
 		}
-		if outOfTime(ctx) || !softDeadline(ctx).After(again) {
+		if bounded.Passed(ctx) || !bounded.Deadline(ctx).After(again) {
 			return false, true, nil
 		}
 		t := time.NewTimer(time.Until(again))
@@ -229,11 +230,6 @@ func lastWorked(e Entry) time.Time {
 		}
 	}
 	return last
-}
-
-func softDeadline(ctx context.Context) time.Time {
-	at, _ := ctx.Value(softDeadlineKey{}).(time.Time)
-	return at
 }
 
 // pendingRefs reads the stage's pending list: system, tenant, erasure id.

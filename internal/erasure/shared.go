@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/deadletters"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
@@ -73,7 +74,7 @@ func (x *Eraser) sweepIdempotency(ctx context.Context, row dynamo.Tenant, subj *
 		return nil
 	}
 	done := func() error {
-		err := x.batchDelete(withSoftDeadline(ctx, time.Time{}), table, keys)
+		err := x.batchDelete(bounded.WithDeadline(ctx, time.Time{}), table, keys)
 		keys = keys[:0]
 		return err
 	}

@@ -50,6 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
 	"github.com/ssodir/ssodir/internal/events"
@@ -75,11 +76,9 @@ const (
 	DefaultBudget = 20 * time.Second
 	// DefaultMargin is the time a call keeps before its context's deadline.
 	DefaultMargin = 3 * time.Second
-	// segmentBytes and segmentItems size a segment, about, from the table's size as
-	// DescribeTable reports it: one Scan page (1 MB at most) and its writes.
-	segmentBytes = 256 << 10
+	// segmentItems bounds the items of a segment of the Scan (dynamo.ScanSegments): one
+	// Scan page (1 MB at most) and its writes.
 	segmentItems = 1000
-	maxSegments  = 100000
 	// leaseSlack is how long the lease outlasts a call's soft deadline: the segment under
 	// way then, and the position's save. Requests of the call end with the lease.
 	leaseSlack = 15 * time.Second
@@ -149,28 +148,9 @@ func (p Progress) String() string {
 	return fmt.Sprintf("segment %d of %d done, %d group records indexed (%d index items)", p.Seg, p.Segs, p.Records, p.Items)
 }
 
-type softDeadlineKey struct{}
-
 // bounded is ctx with the time one call's work stops at (between segments).
 func (ix *Indexer) bounded(ctx context.Context) context.Context {
-	at := time.Now().Add(ix.opts.Budget)
-	if d, ok := ctx.Deadline(); ok && d.Add(-ix.opts.Margin).Before(at) {
-		at = d.Add(-ix.opts.Margin)
-	}
-	if outer, ok := ctx.Value(softDeadlineKey{}).(time.Time); ok && outer.Before(at) {
-		at = outer
-	}
-	return context.WithValue(ctx, softDeadlineKey{}, at)
-}
-
-func softDeadline(ctx context.Context) time.Time {
-	at, _ := ctx.Value(softDeadlineKey{}).(time.Time)
-	return at
-}
-
-func outOfTime(ctx context.Context) bool {
-	at := softDeadline(ctx)
-	return !at.IsZero() && time.Now().After(at)
+	return bounded.Limits{Budget: ix.opts.Budget, Margin: ix.opts.Margin}.Context(ctx)
 }
 
 func stateKey() map[string]types.AttributeValue {
@@ -216,7 +196,7 @@ func (ix *Indexer) Step(ctx context.Context, table string) (p Progress, err erro
 		return Progress{Complete: done}, err
 	}
 	bctx := ix.bounded(ctx)
-	until := softDeadline(bctx).Add(leaseSlack)
+	until := bounded.Deadline(bctx).Add(leaseSlack)
 	owner := leaseOwner()
 	st, held, err := ix.takeLease(ctx, table, owner, until)
 	if err != nil || !held.IsZero() {
@@ -246,7 +226,7 @@ func (ix *Indexer) Step(ctx context.Context, table string) (p Progress, err erro
 		st.Segs = n
 	}
 	for first := true; st.Seg < st.Segs; first = false {
-		if !first && outOfTime(lctx) {
+		if !first && bounded.Passed(lctx) {
 			return st, nil
 		}
 		records, items, err := ix.segment(lctx, table, st.Seg, st.Segs)

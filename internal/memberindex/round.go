@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ssodir/ssodir/internal/bounded"
 	"github.com/ssodir/ssodir/internal/dynamo"
 )
 
@@ -36,7 +37,7 @@ func (ix *Indexer) Round(ctx context.Context, rows []dynamo.Tenant) (RoundResult
 			res.Complete++
 			continue
 		}
-		if outOfTime(ctx) {
+		if bounded.Passed(ctx) {
 			res.Left++
 			continue
 		}

@@ -17,15 +17,11 @@ import (
 // segments is the number of segments the table's Scan is cut into, from its size as
 // DescribeTable last reported it.
 func (ix *Indexer) segments(ctx context.Context, table string) (int, error) {
-	out, err := ix.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	n, err := dynamo.ScanSegments(ctx, ix.db, table, ix.opts.SegmentItems)
 	if err != nil {
 		return 0, fmt.Errorf("describe %s: %w", table, dynamo.Translate(err))
 	}
-	n := 1
-	if out.Table != nil {
-		n = max(n, int(aws.ToInt64(out.Table.TableSizeBytes)/segmentBytes)+1, int(aws.ToInt64(out.Table.ItemCount)/int64(ix.opts.SegmentItems))+1)
-	}
-	return min(n, maxSegments), nil
+	return n, nil
 }
 
 // segment indexes the group records of segment seg of segs, and replaces the pending
