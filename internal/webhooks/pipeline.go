@@ -176,7 +176,6 @@ func (d *Deliverer) settle(ctx context.Context, e Endpoint, page changefeed.Page
 	if to.After > e.Position.After {
 		attempt, since = 0, time.Time{} // the change failing now is another
 	}
-	recorded := make(chan struct{})
 	records := st.records
 	now := d.store.now()
 	var next time.Time
@@ -203,17 +202,16 @@ func (d *Deliverer) settle(ctx context.Context, e Endpoint, page changefeed.Page
 			records = append(records, rec)
 		}
 	}
-	go func(e Endpoint) {
-		defer close(recorded)
-		if err := d.store.recordAll(wctx, e, records); err != nil {
-			d.log.Warn("webhooks: could not record deliveries", zap.String("webhook", e.ID), zap.Error(err))
-		}
-	}(e)
+	// The page's records go before its position: a process killed between the two sends
+	// the page again (at least once), rather than moving past changes whose deliveries
+	// are then never listed.
+	if err := d.store.recordAll(wctx, e, records); err != nil {
+		d.log.Warn("webhooks: could not record deliveries", zap.String("webhook", e.ID), zap.Error(err))
+	}
 	var err error
 	if to.After > e.Position.After || !slices.Equal(ahead, e.ahead) {
 		e, err = d.store.advance(wctx, e, d.owner, to, ahead, delivered, d.o.Lease)
 	}
-	<-recorded
 	if err != nil {
 		return e, err
 	}
