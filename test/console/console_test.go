@@ -153,7 +153,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.run(a, "operations show the projector and keycloak-sync for the tenant",
 		click(`#nav a[href$="/ops"]`),
 		waitText("#projector-ready", "Ready"), waitText("#keycloak-sync-ready", "Ready"),
-		waitPositive("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last successful reconcile"), waitText("#keycloak-sync-facts", "records wait in order"), waitText("#keycloak-sync-facts", "Drift of the last reconcile"), labelled())
+		waitPositive("#projector-facts", "Records applied"), waitText("#keycloak-sync-facts", "Last full check that Keycloak matches the directory"), waitText("#keycloak-sync-facts", "On hold because Keycloak keeps failing"), waitText("#keycloak-sync-facts", "Differences that check found"), labelled())
 	shots.take(b, a, "console-operations")
 	b.run(a, "today's activity across the tenant",
 		click(`#nav a[href$="/activity"]`), waitText("#tenant-activity li:first-child", "Member added"),

@@ -2,7 +2,7 @@
 import { ApiError } from './api.js';
 import { field, h, time } from './dom.js';
 import { listView } from './ui.js';
-import { actorName, fieldLabel, membershipChange, value } from './words.js';
+import { actorName, actorOf, actorTyped, fieldLabel, membershipChange, value } from './words.js';
 import { PAGE, enc, go, itemOf, page, showErrors, tenantHash, until } from './app.js';
 
 // ---------------------------------------------------------------- activity
@@ -70,16 +70,17 @@ export function activitySection(t, entity, version, sec, signal) {
 export async function tenantActivityPage(t, params, signal) {
   const actor = params.get('actor') || '';
   const day = params.get('day') || (actor ? '' : new Date().toISOString().slice(0, 10));
-  const actorIn = h('input', { name: 'actor', id: 'activity-actor', value: actor, autocomplete: 'off' });
+  const actorIn = h('input', { name: 'actor', id: 'activity-actor', autocomplete: 'off' });
+  actorTyped(t, actor, actorIn);
   const dayIn = h('input', { name: 'day', id: 'activity-day', type: 'date', value: day });
-  const form = h('form', { class: 'toolbar', id: 'activity-filter', onsubmit: (ev) => {
+  const form = h('form', { class: 'toolbar', id: 'activity-filter', onsubmit: async (ev) => {
     ev.preventDefault();
     const q = new URLSearchParams();
-    if (actorIn.value.trim()) q.set('actor', actorIn.value.trim());
+    if (actorIn.value.trim()) q.set('actor', await actorOf(t, actorIn.value.trim()));
     else if (dayIn.value) q.set('day', dayIn.value);
     go(`${tenantHash(t, 'activity')}?${q}`);
   } },
-  h('div', { class: 'grow' }, field('Done by', actorIn, 'Who made the changes: a person’s sign-in name, scim-token:<id> for a SCIM token, bootstrap for the development token.')),
+  h('div', { class: 'grow' }, field('Done by', actorIn, 'Who made the changes: a person’s sign-in name, a SCIM token’s name (such as okta-prod), or bootstrap for the development token.')),
   h('div', {}, field('or day (UTC)', dayIn)),
   h('button', { type: 'submit' }, 'Show'));
   const ol = h('ol', { class: 'timeline', id: 'tenant-activity' });

@@ -78,63 +78,81 @@ export function randomString(bytes) {
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
+// NAMES are the services in words, as the messages name them.
+const NAMES = { query_api: 'the query API', command_api: 'the command API', projector: 'the projector', keycloak_sync: 'the Keycloak sync' };
+
 // serviceName is which service base is, in words: the query API (this page's server), the
-// command API, the projector or keycloak-sync, as the console was told their addresses.
-export function serviceName(base) {
+// command API, the projector or the Keycloak sync, as the console was told their addresses.
+// key, when the caller knows it (one of NAMES), names the service whatever its address: a
+// service behind the same origin as the query API is still itself.
+export function serviceName(base, key) {
+  if (key && NAMES[key]) return NAMES[key];
   const b = (base || '').replace(/\/+$/, '');
-  if (b === location.origin) return 'the query API';
-  const names = { command_api: 'the command API', projector: 'the projector', keycloak_sync: 'keycloak-sync' };
-  for (const k of SERVICES) if (b && endpoint(k) === b) return names[k];
+  if (b === location.origin) return NAMES.query_api;
+  for (const k of SERVICES) if (b && endpoint(k) === b) return NAMES[k];
   return 'the service';
 }
 
-// unreachable is a service that refused the connection or failed before answering. The
-// query API served this page, so only its being down can apply; another service may also
-// not list this console's origin in its SSO_CORS_ORIGINS (the browser then hides its answer).
-function unreachable(base) {
-  const name = serviceName(base);
-  const hint = base === location.origin || base === ''
+// sameOrigin is whether base is on this page's origin: the browser then asks nothing of
+// CORS, so no SSO_CORS_ORIGINS can be at fault.
+function sameOrigin(base) {
+  try { return new URL(base || '', location.href).origin === location.origin; } catch { return false; }
+}
+
+// unreachable is a service that refused the connection or failed before answering, named
+// once with its address, with only the hints that can apply: the query API served this
+// page, so only its having stopped since can; a service on this page's origin may be down;
+// one on another origin may also not list this console's origin in its SSO_CORS_ORIGINS
+// (the browser then hides its answer, which looks the same from here).
+function unreachable(base, key) {
+  const name = serviceName(base, key);
+  const query = key ? key === 'query_api' : name === NAMES.query_api;
+  const hint = query
     ? 'Is it running? It served this page, so it stopped or restarted since.'
-    : `Is it running, and does its SSO_CORS_ORIGINS list this console's origin, ${location.origin}?`;
+    : sameOrigin(base)
+      ? 'Is it running?'
+      : `Is it running, and does its SSO_CORS_ORIGINS list this console's origin, ${location.origin}?`;
   return new ApiError(0, { code: 'unreachable', title: `Cannot reach ${name}`, detail: `${cap(name)} at ${base} did not answer. ${hint}` });
 }
-const noAnswer = (base, ms) => new ApiError(0, { code: 'timeout', title: `No answer from ${serviceName(base)}`,
-  detail: `${cap(serviceName(base))} at ${base} did not answer within ${Math.round(ms / 1000)} s. It may be overloaded or paused; try again.` });
+const noAnswer = (base, ms, key) => new ApiError(0, { code: 'timeout', title: `No answer from ${serviceName(base, key)}`,
+  detail: `${cap(serviceName(base, key))} at ${base} did not answer within ${Math.round(ms / 1000)} s. It may be overloaded or paused; try again.` });
 const cap = (s) => s.charAt(0).toUpperCase() + s.slice(1);
 
 // timedFetch is fetch with the read timeout, which also bounds reading the body: a read
 // that takes longer fails with a 'timeout' ApiError, while the page's own abort (it went
 // elsewhere) stays an AbortError.
-export async function timedFetch(url, init, base) {
+// key names the service (one of NAMES) when the caller knows it.
+export async function timedFetch(url, init, base, key) {
   const timeout = AbortSignal.timeout(readTimeout());
   const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
   try {
     return await fetch(url, { ...init, signal });
   } catch (e) {
-    throw failure(e, base, init.signal);
+    throw failure(e, base, init.signal, key);
   }
 }
 
 // failure turns what fetch or a body read threw into the error to show.
-function failure(e, base, signal) {
+function failure(e, base, signal, key) {
   if (signal && signal.aborted) return new DOMException('aborted', 'AbortError');
-  if (e && e.name === 'TimeoutError') return noAnswer(base, readTimeout());
+  if (e && e.name === 'TimeoutError') return noAnswer(base, readTimeout(), key);
   if (e instanceof ApiError) return e;
-  return unreachable(base);
+  return unreachable(base, key);
 }
 
-async function readBody(res, base, signal) {
+async function readBody(res, base, signal, key) {
   try {
     return await res.text();
   } catch (e) {
-    throw failure(e, base, signal);
+    throw failure(e, base, signal, key);
   }
 }
 
 // request calls base+path. Reads give up after the read timeout. Writes carry a fresh
 // Idempotency-Key (a retry of the browser's own request is then harmless), If-Match when a
 // version is given, and reads X-Min-Version when the page must see its own write. Writes
-// are not cut short: a write abandoned half-way would leave the user guessing.
+// are not cut short: a write abandoned half-way would leave the user guessing. opts.service
+// names the service (one of NAMES) for the messages of one that does not answer.
 export async function request(base, method, path, opts = {}) {
   if (!base) throw new ApiError(0, { title: 'Not configured', detail: 'The command API address is not set: ask the operator to set SSO_CONSOLE_COMMAND_API on the query API, or, on a development machine, set it in the sign-in page’s connection settings.' });
   const headers = { Accept: 'application/json' };
@@ -151,17 +169,17 @@ export async function request(base, method, path, opts = {}) {
   const init = { method, headers, body, signal: opts.signal };
   let res;
   if (method === 'GET') {
-    res = await timedFetch(base + path, init, base);
+    res = await timedFetch(base + path, init, base, opts.service);
   } else {
     try {
       res = await fetch(base + path, init);
     } catch (e) {
-      throw failure(e, base, opts.signal);
+      throw failure(e, base, opts.signal, opts.service);
     }
   }
   const etag = res.headers.get('ETag');
   const version = etag ? Number(etag.replace(/^W\//, '').replace(/"/g, '')) : null;
-  const text = await readBody(res, base, opts.signal);
+  const text = await readBody(res, base, opts.signal, opts.service);
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch { data = text; }
@@ -187,8 +205,8 @@ export class Tenant {
     this.prefix = `/v1/systems/${enc(system)}/tenants/${enc(tenant)}`;
   }
   get id() { return `${this.system}/${this.tenant}`; }
-  read(path, opts) { return request(queryBase(), 'GET', this.prefix + path, opts); }
-  write(method, path, opts) { return request(commandBase(), method, this.prefix + path, opts); }
+  read(path, opts) { return request(queryBase(), 'GET', this.prefix + path, { ...opts, service: 'query_api' }); }
+  write(method, path, opts) { return request(commandBase(), method, this.prefix + path, { ...opts, service: 'command_api' }); }
   info(opts) { return this.read('', opts); }
 
   user(name, opts) { return this.read(`/users/${enc(name)}`, opts); }
@@ -214,9 +232,9 @@ export class Tenant {
   // The membership goes on without an end (`{"expires_at": null}` clears the expiry).
   clearExpiry(group, version, user) { return this.write('PUT', `/groups/${enc(group)}/members/${enc(user)}`, { ifMatch: version, body: { expires_at: null } }); }
   changeMembers(group, version, body) { return this.write('POST', `/groups/${enc(group)}/members`, { body, ifMatch: version }); }
-  scimTokens(opts) { return request(commandBase(), 'GET', `${this.prefix}/scim-tokens`, opts); }
+  scimTokens(opts) { return request(commandBase(), 'GET', `${this.prefix}/scim-tokens`, { ...opts, service: 'command_api' }); }
   // Webhooks live on the command API only (tenants:admin), reads included.
-  hooks(method, path, opts) { return request(commandBase(), method, `${this.prefix}/webhooks${path}`, opts); }
+  hooks(method, path, opts) { return request(commandBase(), method, `${this.prefix}/webhooks${path}`, { ...opts, service: 'command_api' }); }
   webhooks(opts) { return this.hooks('GET', '', opts); }
   webhook(id, opts) { return this.hooks('GET', `/${enc(id)}`, opts); }
   webhookDeliveries(id, params, opts) { return this.hooks('GET', `/${enc(id)}/deliveries${query(params)}`, opts); }
@@ -235,10 +253,10 @@ export function query(params) {
 }
 
 // metrics reads a Prometheus text exposition into [{name, labels, value}].
-export async function metrics(base, signal) {
-  const res = await timedFetch(`${base}/metrics`, { signal }, base);
-  const text = await readBody(res, base, signal);
-  if (!res.ok) throw new ApiError(res.status, { title: `HTTP ${res.status}`, detail: `${base}/metrics answered ${res.status}` });
+export async function metrics(base, signal, key) {
+  const res = await timedFetch(`${base}/metrics`, { signal }, base, key);
+  const text = await readBody(res, base, signal, key);
+  if (!res.ok) throw new ApiError(res.status, { title: `HTTP ${res.status}`, detail: `${cap(serviceName(base, key))} at ${base} answered ${res.status} to /metrics.` });
   return parseMetrics(text);
 }
 
@@ -258,9 +276,9 @@ export function parseMetrics(text) {
 }
 
 // ready is whether base/readyz answers 200 in time.
-export async function ready(base, signal) {
+export async function ready(base, signal, key) {
   try {
-    const res = await timedFetch(`${base}/readyz`, { signal }, base);
+    const res = await timedFetch(`${base}/readyz`, { signal }, base, key);
     return res.ok;
   } catch (e) {
     if (e.name === 'AbortError') throw e;

@@ -40,7 +40,7 @@ export function devSignIn(token) {
 // redeemCode exchanges a one-time code of make run's link for the development token (the
 // query API refuses a code used before or older than a minute).
 export async function redeemCode(code) {
-  const res = await timedFetch('dev-codes/redeem', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }) }, location.origin);
+  const res = await timedFetch('dev-codes/redeem', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }) }, location.origin, 'query_api');
   const body = await res.json().catch(() => ({}));
   if (res.status === 400) {
     throw new ApiError(400, { title: 'This sign-in link was used or has expired',

@@ -1,5 +1,5 @@
 // ssodir console: the operations page: the services' probes and metrics, and the tenant's sync (app.js routes here).
-import { addressesFromServer, endpoint, metrics, ready } from './api.js';
+import { ApiError, addressesFromServer, endpoint, metrics, ready } from './api.js';
 import { h, time } from './dom.js';
 import { problemBox } from './ui.js';
 import { OPS_REFRESH_MS, page } from './app.js';
@@ -23,7 +23,10 @@ function seconds(v) {
   return v < 1 ? `${Math.round(v * 1000)} ms` : `${v.toFixed(1)} s`;
 }
 
-async function consumerCard(title, base, consumer, t, extra, signal) {
+// consumerCard is a consumer's probe and figures. One that does not answer says so once,
+// by its name and address (the problem's detail), and nothing else.
+async function consumerCard(title, key, consumer, t, extra, signal) {
+  const base = endpoint(key);
   const card = h('section', { class: 'card', 'aria-labelledby': `${consumer}-h` }, h('h2', { id: `${consumer}-h` }, title));
   if (!base) {
     card.append(h('p', { class: 'muted' }, addressesFromServer()
@@ -31,10 +34,12 @@ async function consumerCard(title, base, consumer, t, extra, signal) {
       : `Set the ${title} address on the sign-in page’s connection settings.`));
     return card;
   }
-  const [ok, ms] = await Promise.all([ready(base, signal), metrics(base, signal).catch((e) => e)]);
-  card.append(h('p', {}, h('span', { class: `badge ${ok ? 'ok' : 'off'}`, id: `${consumer}-ready` }, ok ? 'Ready' : 'Not ready'), ' ', h('span', { class: 'muted' }, base)));
+  const [ok, ms] = await Promise.all([ready(base, signal, key), metrics(base, signal, key).catch((e) => e)]);
+  if (ms instanceof Error && ms.name === 'AbortError') throw ms;
+  const silent = ms instanceof ApiError && ms.status === 0;
+  card.append(h('p', {}, h('span', { class: `badge ${ok ? 'ok' : 'off'}`, id: `${consumer}-ready`, title: `${base}/readyz` }, ok ? 'Ready' : silent ? 'Not answering' : 'Not ready'),
+    silent ? null : [' ', h('span', { class: 'muted' }, base)]));
   if (ms instanceof Error) {
-    if (ms.name === 'AbortError') throw ms;
     card.append(problemBox(ms));
     return card;
   }
@@ -50,7 +55,7 @@ async function consumerCard(title, base, consumer, t, extra, signal) {
     ['Changes lost from the stream (a replay is needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
     ...extra(ms),
   ];
-  card.append(h('dl', { class: 'facts', id: `${consumer}-facts` }, rows.map(([k, v, cls]) => [h('dt', {}, k), h('dd', {}, cls ? h('span', { class: `badge ${cls}` }, v) : v)])));
+  card.append(h('dl', { class: 'facts', id: `${consumer}-facts` }, rows.map(([k, v, cls, tech]) => [h('dt', { title: tech || null }, k), h('dd', {}, cls ? h('span', { class: `badge ${cls}` }, v) : v)])));
   return card;
 }
 
@@ -80,7 +85,7 @@ export async function opsPage(t, signal) {
   const stamp = h('p', { class: 'muted', id: 'ops-updated', 'aria-live': 'off' }, 'Loading…');
   const refresh = h('button', { type: 'button', id: 'refresh' }, 'Refresh');
   page('Operations', h('h1', {}, 'Operations', refresh),
-    h('p', { class: 'muted' }, 'From the services’ own /readyz and /metrics; figures for this tenant unless marked.'), stamp, grid);
+    h('p', { class: 'muted', id: 'ops-intro', title: 'Read from each service’s /readyz and /metrics' }, 'What each service says about itself right now. Figures are for this tenant unless they say “all tenants”.'), stamp, grid);
   let busy = false;
   const load = async () => {
     if (busy) return;
@@ -90,19 +95,22 @@ export async function opsPage(t, signal) {
     try {
       const cards = await Promise.all([
         tenantCard(t, signal),
-        consumerCard('Projector', endpoint('projector'), 'projector', t, () => [], signal),
-        consumerCard('Keycloak sync', endpoint('keycloak_sync'), 'keycloak-sync', t, (ms) => {
+        consumerCard('Projector', 'projector', 'projector', t, () => [], signal),
+        consumerCard('Keycloak sync', 'keycloak_sync', 'keycloak-sync', t, (ms) => {
           const tl = { system: t.system, tenant: t.tenant };
           const last = sum(ms, 'ssodir_keycloak_last_reconcile_success_timestamp_seconds', tl);
           const found = sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'found' });
           const parked = sum(ms, 'ssodir_keycloak_tenant_parked', tl);
           const waiting = sum(ms, 'ssodir_stream_parked_records', { consumer: 'keycloak-sync', ...tl });
+          // The words a support person reads; the metrics they come from on hover.
           return [
-            ['Parked (the realm is failing; records wait in order)', parked ? `yes, ${waiting ?? 0} records waiting` : 'no', parked ? 'off' : null],
-            ['Last successful reconcile', last ? time(new Date(last * 1000).toISOString()) : 'none yet', last ? null : 'warn'],
-            ['Drift of the last reconcile (found / repaired / stale)', found === null ? 'no reconcile yet'
+            ['On hold because Keycloak keeps failing', parked ? `yes: ${waiting ?? 0} changes wait their turn` : 'no', parked ? 'off' : null,
+              'Parked: the realm is failing; its records wait in order (ssodir_keycloak_tenant_parked, ssodir_stream_parked_records)'],
+            ['Last full check that Keycloak matches the directory', last ? time(new Date(last * 1000).toISOString()) : 'none yet', last ? null : 'warn',
+              'The last successful reconcile (ssodir_keycloak_last_reconcile_success_timestamp_seconds)'],
+            ['Differences that check found / put right / skipped (the directory had changed since)', found === null ? 'no check yet'
               : `${found} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'repaired' }) ?? 0} / ${sum(ms, 'ssodir_keycloak_last_reconcile_drift', { ...tl, outcome: 'stale' }) ?? 0}`,
-            found ? 'warn' : null],
+            found ? 'warn' : null, 'Drift of the last reconcile: found / repaired / stale (ssodir_keycloak_last_reconcile_drift)'],
           ];
         }, signal),
       ]);

@@ -2,6 +2,7 @@
 import { ApiError, SERVICES, Tenant, addressesFromServer, endpoint, saveSettings, serverConfig, session, settings, typedAddressProblem } from './api.js';
 import { devSignIn, oidcStart, redeemCode } from './auth.js';
 import { clear, field, h } from './dom.js';
+import { actorText } from './words.js';
 import { problemBox } from './ui.js';
 import { clearErrors, enc, flash, focusHeading, go, page, perform, rememberTenant, render, setPendingFlash, showErrors } from './app.js';
 
@@ -37,6 +38,9 @@ function takeLink(params) {
   }
   return link;
 }
+
+// whoText is the session's subject in words: the development token says what it is.
+const whoText = (s) => (s.kind === 'dev' ? actorText(s.subject) : s.subject);
 
 export async function signinPage(params) {
   const link = takeLink(params);
@@ -84,7 +88,7 @@ export async function signinPage(params) {
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: sso ? null : 'primary' }, 'Sign in with token')));
   const current = session();
   page('Sign in', h('div', { class: 'signin' }, h('h1', {}, 'Sign in to ssodir'), failedCode, notices, confirm,
-    current ? h('p', { class: 'muted', id: 'signed-in-as' }, `This tab is signed in as ${current.subject}. `, h('a', { href: '#/tenants' }, `Continue as ${current.subject}`)) : null,
+    current ? h('p', { class: 'muted', id: 'signed-in-as' }, `This tab is signed in as ${whoText(current)}. `, h('a', { href: '#/tenants' }, `Continue as ${current.subject}`)) : null,
     sso, dev,
     h('details', { open: !fromServer && !endpoint('command_api') ? true : null }, h('summary', {}, 'Connection settings'), conn)));
   focusHeading();
@@ -122,7 +126,7 @@ function linkConfirm(link) {
       h('dl', { class: 'facts', id: 'link-addresses' }, names.map((k) => [h('dt', {}, serviceLabels[k]),
         h('dd', {}, h('code', {}, link.addresses[k]), refused.includes(k) ? h('span', { class: 'field-error' }, ` refused: ${typedAddressProblem(link.addresses[k])}`) : null)])));
   }
-  if (link.code && s) parts.push(h('p', {}, `This link signs this tab in with the development token, in place of your session as ${s.subject}.`));
+  if (link.code && s) parts.push(h('p', {}, `This link signs this tab in with the development token, in place of your session as ${whoText(s)}.`));
   else if (link.code) parts.push(h('p', {}, 'It then signs this tab in with the development token.'));
   const accept = async () => {
     if (usable.length) {

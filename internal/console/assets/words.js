@@ -51,6 +51,25 @@ function namesOf(t) {
   return tokenNames.get(t.id);
 }
 
+// actorOf is what a support person typed as "Done by", as the API names actors: a SCIM
+// token's name (such as okta-prod) becomes scim-token:<its id>; anything else is as typed.
+export async function actorOf(t, typed) {
+  if (!typed || typed.startsWith(SCIM)) return typed;
+  for (const [id, name] of await namesOf(t)) if (name === typed) return SCIM + id;
+  return typed;
+}
+
+// actorTyped is an actor as the "Done by" field shows it: a SCIM token by its name once
+// that is read (the field is then as the user would type it).
+export function actorTyped(t, actor, input) {
+  input.value = actor;
+  if (!actor.startsWith(SCIM)) return;
+  namesOf(t).then((names) => {
+    const name = names.get(actor.slice(SCIM.length));
+    if (name && input.value === actor) input.value = name;
+  });
+}
+
 // actorText is who did something, in words, as far as it is known without a read.
 export function actorText(actor) {
   if (actor === 'bootstrap') return 'bootstrap (the development token)';
