@@ -43,6 +43,7 @@ func (t *TenantClient) AccessReport(ctx context.Context, from, to time.Time, for
 	for attempt := 1; ; attempt++ {
 		hr, err := c.open(ctx, r)
 		var wait time.Duration
+		cause := err
 		switch {
 		case err != nil:
 			if ctx.Err() != nil || attempt >= c.cfg.MaxAttempts {
@@ -60,13 +61,10 @@ func (t *TenantClient) AccessReport(ctx context.Context, from, to time.Time, for
 				return nil, perr
 			}
 			wait = max(c.backoff(attempt), perr.RetryAfter)
+			cause = perr
 		}
-		tm := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return nil, fmt.Errorf("%s %s: %w", r.method, r.path, ctx.Err())
-		case <-tm.C:
+		if err := c.pause(ctx, r, attempt, wait, cause); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -58,6 +58,23 @@ type Config struct {
 	MaxRetryAfter time.Duration
 	// UserAgent is sent with every request ("ssodir-go-client").
 	UserAgent string
+	// OnRetry, when set, is told of each wait before a request is sent again (a 503, or a
+	// connection error of a request safe to send again), before the wait begins: a
+	// command-line tool can say what it waits for. It must not block.
+	OnRetry func(Retry)
+}
+
+// Retry is one wait of the client before it sends a request again.
+type Retry struct {
+	// Method and URL are the request's.
+	Method, URL string
+	// Attempt is the attempt that failed (1 for the first), of at most MaxAttempts.
+	Attempt, MaxAttempts int
+	// Wait is how long the client waits before the next attempt: the answer's
+	// Retry-After when it had one, else the back-off.
+	Wait time.Duration
+	// Err is why: the 503's *Error, or the connection error.
+	Err error
 }
 
 // StaticToken is a token source that always answers tok: a JWT obtained elsewhere, or the
@@ -203,6 +220,7 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 	for attempt := 1; ; attempt++ {
 		resp, err := c.send(ctx, r)
 		var wait time.Duration
+		cause := err
 		switch {
 		case err != nil:
 			if ctx.Err() != nil || !r.retrySafe() || attempt >= c.cfg.MaxAttempts {
@@ -213,6 +231,7 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			return resp, nil
 		default:
 			perr := problem(r, resp)
+			cause = perr
 			if resp.status != http.StatusServiceUnavailable || attempt >= c.cfg.MaxAttempts {
 				return nil, perr
 			}
@@ -224,13 +243,24 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 				wait = perr.RetryAfter
 			}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%s %s: %w", r.method, r.path, ctx.Err())
-		case <-t.C:
+		if err := c.pause(ctx, r, attempt, wait, cause); err != nil {
+			return nil, err
 		}
+	}
+}
+
+// pause waits before attempt+1 of r, having told OnRetry, unless ctx ends first.
+func (c *Client) pause(ctx context.Context, r *request, attempt int, wait time.Duration, cause error) error {
+	if c.cfg.OnRetry != nil {
+		c.cfg.OnRetry(Retry{Method: r.method, URL: r.base.String() + r.path, Attempt: attempt, MaxAttempts: c.cfg.MaxAttempts, Wait: wait, Err: cause})
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%s %s: %w", r.method, r.path, ctx.Err())
+	case <-t.C:
+		return nil
 	}
 }
 

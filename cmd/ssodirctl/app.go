@@ -108,7 +108,8 @@ func (s *settings) client(ctx context.Context) (*client.Client, error) {
 	default:
 		return nil, usagef("no token: set SSODIR_TOKEN, or --token-file, or --oidc-token-url with a client id and secret")
 	}
-	c, err := client.New(client.Config{CommandURL: s.commandURL, QueryURL: s.queryURL, Token: ts, HTTPClient: s.httpClient, UserAgent: "ssodirctl"})
+	c, err := client.New(client.Config{CommandURL: s.commandURL, QueryURL: s.queryURL, Token: ts, HTTPClient: s.httpClient, UserAgent: "ssodirctl",
+		OnRetry: retryNote(s.io.err, s.commandURL, s.queryURL)})
 	if err != nil {
 		return nil, usagef("%v", err)
 	}

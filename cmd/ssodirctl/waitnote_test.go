@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,5 +60,46 @@ func TestEraseSaysWhatItWaitsFor(t *testing.T) {
 	r := c.run("", "users", "erase", "gone", "--reason", "test", "--timeout", "5s")
 	if !strings.Contains(r.out, "accepted") || !strings.Contains(r.errOut, "waiting until erasure ") || !strings.Contains(r.errOut, "--wait=false returns at once") {
 		t.Fatalf("users erase printed %+v", r)
+	}
+}
+
+// The client's retry of a 503 waits as Retry-After asks; a wait longer than a second says
+// at once what it waits for and why, and one of a second or less says nothing.
+func TestRetryAfterSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	const tenant = `{"system_id":"acme","tenant_id":"eu","status":"active","keycloak":null,"created_at":"2026-11-23T10:00:00Z","updated_at":"2026-11-23T10:00:00Z"}`
+	for _, tc := range []struct {
+		retryAfter string
+		note       bool
+	}{{"2", true}, {"1", false}} {
+		var gets atomic.Int32
+		query := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || r.URL.Path != "/v1/systems/acme/tenants/eu" {
+				http.NotFound(w, r)
+				return
+			}
+			if gets.Add(1) == 1 {
+				w.Header().Set("Retry-After", tc.retryAfter)
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"title":"Service unavailable","status":503,"code":"unavailable","detail":"DynamoDB is throttling this tenant"}`))
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(tenant))
+		}))
+		c := newCtl(t, &servicetest.Services{CommandURL: query.URL, QueryURL: query.URL})
+		r := c.run("", "tenants", "get", "eu", "-o", "json")
+		query.Close()
+		if r.code != 0 || gets.Load() != 2 {
+			t.Fatalf("Retry-After %s: exit %d after %d GETs\n%s%s", tc.retryAfter, r.code, gets.Load(), r.out, r.errOut)
+		}
+		want := "waiting 2s before asking the query API again (attempt 2 of 5), after: GET /v1/systems/acme/tenants/eu: 503 unavailable: DynamoDB is throttling this tenant\n"
+		if tc.note && r.errOut != want {
+			t.Errorf("Retry-After %s: stderr %q, want %q", tc.retryAfter, r.errOut, want)
+		}
+		if !tc.note && r.errOut != "" {
+			t.Errorf("Retry-After %s: a wait of a second said %q", tc.retryAfter, r.errOut)
+		}
 	}
 }
