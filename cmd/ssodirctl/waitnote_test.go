@@ -103,3 +103,28 @@ func TestRetryAfterSaysWhatItWaitsFor(t *testing.T) {
 		}
 	}
 }
+
+// An import waits, once its users are written, until the query API shows them (--wait,
+// the default). With the projector stopped that wait lasts (every read back waits, then is
+// refused with Retry-After), and it says what it waits for, how long it waited, and what
+// the query API does not show yet; the import itself succeeded.
+func TestImportSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	s := servicetest.Start(t)
+	c := newCtl(t, s)
+	c.ok("tenants", "create", "eu")
+	s.Stop(t, "projector")
+	r := c.run("", "import", "users", writeFile(t, "people.csv", "username,email\nann,ann@example.com\nbob,bob@example.com\n"), "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	if sum := decodeJSON[importSummary](t, r.out); sum.Created != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, want := range []string{"waiting until the query API shows the 2 users written (--wait=false: do not wait)…\n", "\nwaited ",
+		"warning: 2 of the 2 users written are not shown by the query API yet"} {
+		if !strings.Contains(r.errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.errOut)
+		}
+	}
+}

@@ -179,3 +179,17 @@ func (p *proc) stop(t *testing.T) {
 		t.Errorf("%s exited %d after SIGTERM:\n%s", p.name, code, p.output())
 	}
 }
+
+// Stop stops one of the installation's services (command-api, query-api or projector)
+// now, as the test's end would (SIGTERM, checked to exit 0): a test of what goes on
+// without it.
+func (s *Services) Stop(t *testing.T, name string) {
+	t.Helper()
+	for _, p := range s.procs {
+		if p.name == name {
+			p.stop(t)
+			return
+		}
+	}
+	t.Fatalf("servicetest: no %s in this installation", name)
+}
