@@ -106,6 +106,24 @@ func TestRetries(t *testing.T) {
 			t.Fatalf("waited %v over %d calls, want at least the 1 s Retry-After", waited, len(s.calls))
 		}
 	})
+	t.Run("OnRetry is told of each wait before it begins: how long, and why", func(t *testing.T) {
+		s := &scripted{answers: []func(http.ResponseWriter){problemAnswer(503, "unavailable", "Retry-After", "1"), jsonAnswer(200, userBody)}}
+		srv := httptest.NewServer(s)
+		t.Cleanup(srv.Close)
+		var told []client.Retry
+		c, err := client.New(client.Config{CommandURL: srv.URL, QueryURL: srv.URL, Token: client.StaticToken("tok"), MaxAttempts: 3,
+			OnRetry: func(r client.Retry) { told = append(told, r) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Tenant("a", "b").GetUser(ctx, "jdoe"); err != nil {
+			t.Fatal(err)
+		}
+		if len(told) != 1 || told[0].Wait != time.Second || told[0].Attempt != 1 || told[0].MaxAttempts != 3 || told[0].Method != "GET" ||
+			told[0].URL != srv.URL+"/v1/systems/a/tenants/b/users/jdoe" || !client.HasCode(told[0].Err, "unavailable") {
+			t.Fatalf("told %+v", told)
+		}
+	})
 	t.Run("503s beyond the attempts are returned as the last problem", func(t *testing.T) {
 		c, s := scriptedClient(t, problemAnswer(503, "unavailable"), problemAnswer(503, "unavailable"), problemAnswer(503, "table_quota_exceeded"))
 		_, err := c.CreateTenant(ctx, "a", client.NewTenant{TenantID: "b"})
