@@ -66,7 +66,7 @@ func TestStoppedServicesAndSupportWords(t *testing.T) {
 		waitText("#keycloak-sync-facts", "On hold because Keycloak keeps failing"),
 		waitText("#keycloak-sync-facts", "Last full check that Keycloak matches the directory"),
 		waitText("#keycloak-sync-facts", "Differences that check found / put right / skipped"),
-		waitNoText("main", "/metrics"), waitNoText("main", "Parked"), waitNoText("main", "reconcile"), waitNoText("main", "Drift"),
+		waitNoText("main", "/metrics"), waitNoText("main", "Parked"), waitNoText("main", "parked"), waitNoText("main", "reconcile"), waitNoText("main", "Drift"),
 		poll(`[...document.querySelectorAll("#keycloak-sync-facts dt")].some((d) => d.title.includes("ssodir_keycloak_last_reconcile_drift"))`))
 
 	proj.kill()

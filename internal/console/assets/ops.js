@@ -51,7 +51,8 @@ async function consumerCard(title, key, consumer, t, extra, signal) {
     ['How far behind: the delay of the last change applied', seconds(sum(ms, 'ssodir_stream_lag_seconds', l))],
     ['Records applied: changes taken from the stream (all tenants)', String(sum(ms, 'ssodir_stream_records_total', { consumer }) ?? 0)],
     ['Changes set aside after failing, now (dead letters)', String(stored ?? 0), stored ? 'warn' : null],
-    ['Changes set aside so far (failed / parked)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null],
+    ['Changes set aside so far (failed / held back behind a failed change of the same item)', `${failed ?? 0} / ${parkedTotal ?? 0}`, failed ? 'warn' : null,
+      'Dead letters so far: failed / parked (ssodir_stream_dead_letters_total)'],
     ['Changes lost from the stream (a replay is needed)', String(sum(ms, 'ssodir_stream_gaps_total', l) ?? 0), sum(ms, 'ssodir_stream_gaps_total', l) ? 'off' : null],
     ...extra(ms),
   ];
