@@ -184,7 +184,18 @@ func screenshots(t *testing.T) shooter {
 	return shooter{t: t, dir: os.Getenv("SSODIR_CONSOLE_SCREENSHOTS")}
 }
 
+// take saves the whole page.
 func (s shooter) take(b *browser, ctx context.Context, name string) {
+	s.save(ctx, name, chromedp.FullScreenshot(100))
+}
+
+// screen saves what the window shows: the first screen, as a user sees it on opening the
+// page (a full-page shot of a phone's long list would hide where the first screen ends).
+func (s shooter) screen(b *browser, ctx context.Context, name string) {
+	s.save(ctx, name, chromedp.CaptureScreenshot())
+}
+
+func (s shooter) save(ctx context.Context, name string, shot chromedp.Action[[]byte]) {
 	if s.dir == "" {
 		return
 	}
@@ -193,7 +204,7 @@ func (s shooter) take(b *browser, ctx context.Context, name string) {
 	if _, err := chromedp.Call(ctx, emulation.SetScrollbarsHidden, emulation.SetScrollbarsHiddenParams{Hidden: true}); err != nil {
 		s.t.Fatalf("hide scrollbars: %v", err)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		s.t.Fatalf("screenshot %s: %v", name, err)
 	}

@@ -93,6 +93,7 @@ func TestNewcomerWalkThrough(t *testing.T) {
 	b.run(a, "a fresh link signs in", chromedp.Navigate(consoleURL(t, in)), rows(25), waitText(".page-no", "Page 1"))
 	b.run(a, "a search for an email finds the user named like it",
 		typeText("#search", "ann@example.com"), rows(1), waitText("#users tbody", "ann@example.com"))
+	shots.take(b, a, "console-email-search")
 	b.run(a, "the user named like an email: its page, its group, its timeline",
 		click(`#users tbody a`), waitText("#user-facts", "ann@example.com"), waitText("#user-groups", "Admins"),
 		waitText("#activity", "Created"), waitText("#activity", "bootstrap (the development token)"))
@@ -158,6 +159,6 @@ func TestNewcomerWalkThrough(t *testing.T) {
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), goHash("#/t/demo/acme/users"), rows(25),
 		inView("#users tbody tr:nth-child(3)"),
 		poll(`document.querySelector("#users tbody tr:nth-child(3)").getBoundingClientRect().bottom <= innerHeight`))
-	shots.take(b, a, "console-walk-phone")
+	shots.screen(b, a, "console-walk-phone")
 	b.noErrors()
 }
