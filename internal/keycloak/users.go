@@ -156,7 +156,7 @@ func formatSearchQuery(attrs map[string]string) string {
 // checkSearchValue rejects values Keycloak's q syntax cannot carry.
 func checkSearchValue(key, value string) error {
 	if value == "" || strings.ContainsAny(value, "\"\n") || strings.ContainsAny(key, " \t\":") {
-		return fmt.Errorf("keycloak: cannot search for %s=%q", key, value)
+		return fmt.Errorf("keycloak: cannot search for %s: the value is empty or holds a quote or a line break", key)
 	}
 	return nil
 }
