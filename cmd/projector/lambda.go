@@ -16,23 +16,34 @@ import (
 // tenants' streams arrive through event source mappings, the re-drive of dead letters on
 // a schedule. The handler is the long-running projector's.
 func (a *app) lambda(ctx context.Context) error {
+	fn, err := a.lambdaFunction(ctx)
+	if err != nil {
+		return err
+	}
+	lambdafn.Start(fn)
+	return nil
+}
+
+// lambdaFunction is what the function answers: every invocation goes to its Invoke (the
+// tests invoke it in process, as the runtime does).
+func (a *app) lambdaFunction(ctx context.Context) (*lambdafn.Function, error) {
 	if err := a.ensureTables(ctx); err != nil {
-		return fmt.Errorf("prepare tables: %w", err)
+		return nil, fmt.Errorf("prepare tables: %w", err)
 	}
 	dl := deadletters.New(a.clients.DB, a.deadLetterTable(), consumer)
 	// Records the mappings give up on mark their tenant for replay, as a stream gap does.
 	discards, err := esm.NewRecovery(esm.Recovery{Consumer: consumer, Labels: a.names.ParseCommands, OnGap: a.handler.OnGap,
 		Log: a.log.Named("esm")}, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A user.erased record starts its erasure and goes; resume-erasures goes on with it.
 	a.handler.DetachErasures()
 	deliverWebhooks, err := a.webhookTask(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	lambdafn.Start(&lambdafn.Function{
+	return &lambdafn.Function{
 		Discards: discards,
 		Log:      a.log,
 		Stream: esm.New(esm.Config{Labels: a.names.ParseCommands, DeadLetters: dl, Handle: a.handler.HandleMessage,
@@ -76,6 +87,5 @@ func (a *app) lambda(ctx context.Context) error {
 				return errors.Join(err, a.memberIndexRound(ctx))
 			},
 		},
-	})
-	return nil
+	}, nil
 }

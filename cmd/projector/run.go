@@ -95,41 +95,11 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		_, err := io.WriteString(stdout, usage)
 		return err
 	}
-	cfg, err := config.LoadProjector(env)
-	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	log, err := process.NewLogger("projector", cfg.LogLevel)
+	a, err := newApp(ctx, args, env)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-	clients, err := process.NewClients(ctx, process.Role("projector", args), cfg.Common)
-	if err != nil {
-		return err
-	}
-	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}}
-	a.tenants = dynamo.NewTenants(clients.DB, a.names)
-	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention, SinglePuts: cfg.SinglePuts})
-	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
-	filter := erasure.NewFilter(erasure.NewLedger(clients.DB, a.names), 0)
-	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
-		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
-	a.handler.Erase(a.eraser, filter)
-	a.indexer = memberindex.New(clients.DB, events.NewRegistry(), memberindex.Options{Log: log.Named("memberindex")})
-	if a.bus, err = a.busPublisher(); err != nil {
-		return err
-	}
-	feedOpts := changefeed.Options{Retention: cfg.EventsRetention, OnAppend: func(system, tenant string) {
-		if a.bus != nil {
-			a.bus.Notify()
-		}
-		if d := a.hooks.Load(); d != nil {
-			d.Notify(system, tenant)
-		}
-	}}
-	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names), feedOpts), clients.DB)
-	a.handler.Index(asof.New(clients.DB))
+	defer func() { _ = a.log.Sync() }()
 
 	if len(args) == 0 && config.InLambda(env) {
 		return a.lambda(ctx)
@@ -146,6 +116,45 @@ func run(ctx context.Context, args []string, env config.Env, stdout io.Writer, o
 		return a.erasures(ctx, args[1:], stdout)
 	}
 	return fmt.Errorf("unknown command %q (see --help)", args[0])
+}
+
+// newApp reads the configuration from env and builds what every subcommand shares.
+func newApp(ctx context.Context, args []string, env config.Env) (*app, error) {
+	cfg, err := config.LoadProjector(env)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	log, err := process.NewLogger("projector", cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	clients, err := process.NewClients(ctx, process.Role("projector", args), cfg.Common)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, log: log, clients: clients, names: dynamo.Names{Prefix: cfg.TablePrefix}}
+	a.tenants = dynamo.NewTenants(clients.DB, a.names)
+	a.projector = projections.New(clients.DB, projections.Options{Retention: cfg.ActivityRetention, SinglePuts: cfg.SinglePuts})
+	a.handler = projector.NewHandler(a.tenants, a.projector, events.NewRegistry(), log)
+	filter := erasure.NewFilter(erasure.NewLedger(clients.DB, a.names), 0)
+	a.eraser = erasure.NewEraser(clients.DB, a.names, a.tenants, events.NewRegistry(),
+		erasure.Options{Settle: cfg.ErasureSettle, Filter: filter, Log: log})
+	a.handler.Erase(a.eraser, filter)
+	a.indexer = memberindex.New(clients.DB, events.NewRegistry(), memberindex.Options{Log: log.Named("memberindex")})
+	if a.bus, err = a.busPublisher(); err != nil {
+		return nil, err
+	}
+	feedOpts := changefeed.Options{Retention: cfg.EventsRetention, OnAppend: func(system, tenant string) {
+		if a.bus != nil {
+			a.bus.Notify()
+		}
+		if d := a.hooks.Load(); d != nil {
+			d.Notify(system, tenant)
+		}
+	}}
+	a.handler.Feed(changefeed.NewAppender(clients.DB, changefeed.TableName(a.names), feedOpts), clients.DB)
+	a.handler.Index(asof.New(clients.DB))
+	return a, nil
 }
 
 func (a *app) leaseTable() string      { return a.names.StreamLeases() }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // An aggregate's marker says it has dead letters: the first one's sequence number (what
@@ -97,7 +98,7 @@ func (s *Store) FirstOf(ctx context.Context, system, tenant, table, aggregate st
 		ProjectionExpression: aws.String(attrSeq),
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("read the dead-letter marker of %s: %w", aggregate, err)
+		return "", false, fmt.Errorf("read the dead-letter marker of %s: %w", identity.LogKey(aggregate), err)
 	}
 	if out.Item == nil {
 		return "", false, nil
@@ -158,7 +159,7 @@ func (s *Store) mark(ctx context.Context, system, tenant, table, aggregate, seq 
 			":tab": str(table), ":a": str(aggregate), ":n": num(n)},
 	})
 	if err != nil {
-		return fmt.Errorf("mark %s blocked: %w", aggregate, err)
+		return fmt.Errorf("mark %s blocked: %w", identity.LogKey(aggregate), err)
 	}
 	return nil
 }
@@ -170,7 +171,7 @@ func (s *Store) setMarker(ctx context.Context, a Aggregate, first string, count 
 	item[attrSystem], item[attrTenant], item[attrTable], item[attrAggregate] = str(a.System), str(a.Tenant), str(a.Table), str(a.Aggregate)
 	item[attrCount] = num(max(count, 1))
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
-		return fmt.Errorf("mark %s blocked: %w", a.Aggregate, err)
+		return fmt.Errorf("mark %s blocked: %w", identity.LogKey(a.Aggregate), err)
 	}
 	return nil
 }
@@ -189,7 +190,7 @@ func (s *Store) advanceMarker(ctx context.Context, a Aggregate, first string, ap
 		return s.setMarker(ctx, a, first, 1)
 	}
 	if err != nil {
-		return fmt.Errorf("update the dead-letter marker of %s: %w", a.Aggregate, err)
+		return fmt.Errorf("update the dead-letter marker of %s: %w", identity.LogKey(a.Aggregate), err)
 	}
 	return nil
 }
@@ -199,7 +200,7 @@ func (s *Store) advanceMarker(ctx context.Context, a Aggregate, first string, ap
 func (s *Store) unmark(ctx context.Context, a Aggregate) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: s.key(s.markers(), a.key())})
 	if err != nil {
-		return fmt.Errorf("delete the dead-letter marker of %s: %w", a.Aggregate, err)
+		return fmt.Errorf("delete the dead-letter marker of %s: %w", identity.LogKey(a.Aggregate), err)
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func (s *Store) refreshMarker(ctx context.Context, a Aggregate) error {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("query dead letters of %s: %w", a.Aggregate, err)
+			return fmt.Errorf("query dead letters of %s: %w", identity.LogKey(a.Aggregate), err)
 		}
 		for _, item := range page.Items {
 			if n == 0 {

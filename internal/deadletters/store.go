@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ssodir/ssodir/internal/dynamo/sdkerr"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/streams"
 )
 
@@ -298,7 +299,7 @@ func (s *Store) putEntry(ctx context.Context, l Letter) error {
 		item[attrRecord] = str(string(rec))
 	}
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
-		return fmt.Errorf("store dead letter %s of %s: %w", l.SequenceNumber, l.Aggregate, err)
+		return fmt.Errorf("store dead letter %s of %s: %w", l.SequenceNumber, identity.LogKey(l.Aggregate), err)
 	}
 	return nil
 }
@@ -336,7 +337,7 @@ func (s *Store) deleteEntry(ctx context.Context, l Letter) error {
 		Key:       s.key(s.consumer, entryKey(l.System, l.Tenant, l.Table, l.Aggregate, l.SequenceNumber)),
 	})
 	if err != nil {
-		return fmt.Errorf("delete dead letter %s of %s: %w", l.SequenceNumber, l.Aggregate, err)
+		return fmt.Errorf("delete dead letter %s of %s: %w", l.SequenceNumber, identity.LogKey(l.Aggregate), err)
 	}
 	return nil
 }

@@ -30,3 +30,7 @@ func logAgg(kind events.AggregateKind, key string) string {
 
 // logUser is a user's partition for a log line.
 func logUser(username string) string { return identity.LogKey(UserID(username)) }
+
+// LogItemKey is an item's key, `<id>/<sk>`, for an error text or a log line of another
+// package: names hashed as logID and logSK do.
+func LogItemKey(id, sk string) string { return logID(id) + "/" + logSK(sk) }

@@ -135,6 +135,9 @@ func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.User
 		return time.Time{}, err
 	}
 	username := e.User.Username
+	// The ledger says which incarnations the request asked for: a call resumed without the
+	// record (resume.go) has only the pointer's content, which does not.
+	all := e.AllIncarnations || entry.AllIncarnations
 	if entry.SweptAt == "" {
 		if entry.Progress.Phase == phaseStart {
 			// Where the resume task finds the erasure (resume.go), before any work.
@@ -143,7 +146,7 @@ func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.User
 			}
 		}
 		subj := NewSubject(username, e.PreviousID)
-		subj.IDOnly = !e.AllIncarnations
+		subj.IDOnly = !all
 		p := &pass{prog: entry.Progress, save: func(ctx context.Context, p Progress) error {
 			return x.ledger.SaveProgress(ctx, system, tenant, e.ErasureID, p)
 		}}
@@ -166,7 +169,7 @@ func (x *Eraser) step(ctx context.Context, system, tenant string, e *events.User
 		return due, nil
 	}
 	subj := NewSubject(username, e.PreviousID)
-	subj.IDOnly = !e.AllIncarnations
+	subj.IDOnly = !all
 	subj.AddIDHashes(entry.IDHashes...)
 	if subj.Former, err = x.keptFormer(ctx, row, e.ErasureID); err != nil {
 		return time.Time{}, err

@@ -160,10 +160,10 @@ func (a *applier) run(ctx context.Context, act *Action) {
 	case err != nil:
 		a.res.Failed++
 		if len(a.errs) < maxReportedErrors {
-			a.errs = append(a.errs, fmt.Errorf("%s: %w", act, err))
+			a.errs = append(a.errs, fmt.Errorf("%s: %w", act.logLine(), err))
 		} else {
 			// Only counted in the returned error, so logged here lest it be lost.
-			a.c.log.Warn("keycloak action failed", zap.String("action", act.String()), zap.Error(err))
+			a.c.log.Warn("keycloak action failed", zap.String("action", act.logLine()), zap.Error(err))
 		}
 	default:
 		a.res.Applied++
@@ -231,7 +231,7 @@ func (a *applier) liveUser(ctx context.Context, act *Action) (DirectoryUser, err
 	u, ok, err := a.check.User(ctx, act.Username)
 	switch {
 	case err != nil:
-		return u, fmt.Errorf("re-check user %s: %w", act.Username, err)
+		return u, fmt.Errorf("re-check user %s: %w", act.UserID, err)
 	case !ok || u.ID != act.UserID:
 		return u, errStale
 	}
@@ -254,7 +254,7 @@ func (a *applier) liveGroup(ctx context.Context, act *Action) (DirectoryGroup, e
 func (a *applier) isMember(ctx context.Context, groupName, username, groupID, userID string) (bool, error) {
 	gid, uid, ok, err := a.check.Member(ctx, groupName, username)
 	if err != nil {
-		return false, fmt.Errorf("re-check membership of %s in %s: %w", username, groupName, err)
+		return false, fmt.Errorf("re-check membership of user %s in %s: %w", userID, groupName, err)
 	}
 	return ok && gid == groupID && uid == userID, nil
 }
@@ -304,7 +304,7 @@ func (a *applier) goneUser(ctx context.Context, act *Action) error {
 	u, ok, err := a.check.User(ctx, act.Username)
 	switch {
 	case err != nil:
-		return fmt.Errorf("re-check user %s: %w", act.Username, err)
+		return fmt.Errorf("re-check user %s: %w", act.UserID, err)
 	case ok && u.ID == act.UserID:
 		return errStale
 	}

@@ -418,6 +418,12 @@ func (c *Client) exchange(ctx context.Context, method, p string, query url.Value
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// The error quotes the URL, whose query may hold a username or an email (a
+		// search): it reaches logs, which name users by id only (STYLE.md).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = c.adminRoot + p
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()

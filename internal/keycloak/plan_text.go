@@ -86,6 +86,27 @@ func (a Action) String() string {
 	return fmt.Sprintf("? %s %s %s", a.Kind, a.Username, a.GroupName)
 }
 
+// logLine is the action for an error or a log line, which name users by id only
+// (STYLE.md): its kind, the user's directory id, the group's name (which names no person),
+// and the fields an update changes without their values.
+func (a Action) logLine() string {
+	line := string(a.Kind)
+	if a.UserID != "" {
+		line += " user " + a.UserID
+	}
+	if a.GroupName != "" {
+		line += " group " + a.GroupName
+	}
+	if len(a.Changes) > 0 {
+		fields := make([]string, len(a.Changes))
+		for i, c := range a.Changes {
+			fields[i] = c.Field
+		}
+		line += " (" + strings.Join(fields, ", ") + ")"
+	}
+	return line
+}
+
 func formatChanges(ch []Change) string {
 	parts := make([]string, len(ch))
 	for i, c := range ch {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // AttrSsodirID is the attribute that marks a Keycloak user or group as managed by ssodir;
@@ -154,7 +156,7 @@ func formatSearchQuery(attrs map[string]string) string {
 // checkSearchValue rejects values Keycloak's q syntax cannot carry.
 func checkSearchValue(key, value string) error {
 	if value == "" || strings.ContainsAny(value, "\"\n") || strings.ContainsAny(key, " \t\":") {
-		return fmt.Errorf("keycloak: cannot search for %s=%q", key, value)
+		return fmt.Errorf("keycloak: cannot search for %s: the value is empty or holds a quote or a line break", key)
 	}
 	return nil
 }
@@ -227,7 +229,7 @@ func (c *Client) FindUserByUsername(ctx context.Context, username string) (*User
 			return &u, nil
 		}
 	}
-	return nil, fmt.Errorf("keycloak: user %q: %w", username, ErrNotFound)
+	return nil, fmt.Errorf("keycloak: user %s: %w", identity.LogKey("user:"+username), ErrNotFound)
 }
 
 // FindUserByEmail returns the user with exactly that email (in any case), or an error
@@ -243,7 +245,7 @@ func (c *Client) FindUserByEmail(ctx context.Context, email string) (*User, erro
 			return &u, nil
 		}
 	}
-	return nil, fmt.Errorf("keycloak: user with email %q: %w", email, ErrNotFound)
+	return nil, fmt.Errorf("keycloak: user with email %s: %w", identity.LogKey("email:"+email), ErrNotFound)
 }
 
 // FindUsersByAttribute returns the users whose attribute key has exactly value. Keycloak's
@@ -292,7 +294,7 @@ func (c *Client) CreateUser(ctx context.Context, u User) (string, error) {
 		if (want != "" && found.SsodirID() == want) || (want == "" && strings.EqualFold(found.Email, w.Email)) {
 			return found.ID, nil
 		}
-		return "", fmt.Errorf("keycloak: username %q is held by another user: %w", w.Username, ErrConflict)
+		return "", fmt.Errorf("keycloak: username %s is held by another user: %w", identity.LogKey("user:"+w.Username), ErrConflict)
 	}
 	return c.create(ctx, "/users", "users", w, lookup)
 }

@@ -204,7 +204,7 @@ func (w writer) upsertMany(ctx context.Context, us []Upsert) error {
 // reads the pointers after writing the user's tombstone).
 func (w writer) addMember(ctx context.Context, m MemberAdd) error {
 	if _, err := w.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(w.tables.Users), Item: GroupPointer(m.Username, m.GroupKey)}); err != nil {
-		return fmt.Errorf("put group pointer of %s to %s in %s: %w", m.Username, m.GroupKey, w.tables.Users, err)
+		return fmt.Errorf("put group pointer of %s to %s in %s: %w", logUser(m.Username), m.GroupKey, w.tables.Users, err)
 	}
 	put := &types.Put{
 		TableName:                 aws.String(w.tables.Users),
@@ -242,7 +242,7 @@ func (w writer) addMember(ctx context.Context, m MemberAdd) error {
 	}
 	failed, ok := conditionFailed(err)
 	if !ok {
-		return fmt.Errorf("add member %s to %s in %s: %w", m.Username, m.GroupKey, w.tables.Users, err)
+		return fmt.Errorf("add member %s to %s in %s: %w", logUser(m.Username), m.GroupKey, w.tables.Users, err)
 	}
 	if slices.Contains(failed, 0) {
 		return nil // the membership is already this version or newer
@@ -280,7 +280,7 @@ func (w writer) tombstoneMembership(ctx context.Context, id, sk, guard, op strin
 		return nil // not live, or newer than the delete
 	}
 	if err != nil {
-		return fmt.Errorf("tombstone membership %s/%s in %s: %w", id, sk, w.tables.Users, err)
+		return fmt.Errorf("tombstone membership %s in %s: %w", dynamo.LogItemKey(id, sk), w.tables.Users, err)
 	}
 	return nil
 }
@@ -305,7 +305,7 @@ func (w writer) cascadeUser(ctx context.Context, c UserCascade) error {
 	for pointers.HasMorePages() {
 		page, err := pointers.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("list group pointers of %s in %s: %w", c.Username, w.tables.Users, err)
+			return fmt.Errorf("list group pointers of %s in %s: %w", logUser(c.Username), w.tables.Users, err)
 		}
 		for _, it := range page.Items {
 			ids[dynamo.GroupID(dynamo.StringAttr(it, "group_key"))] = true
@@ -322,7 +322,7 @@ func (w writer) cascadeUser(ctx context.Context, c UserCascade) error {
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("list groups of %s in %s: %w", c.Username, w.tables.Users, err)
+			return fmt.Errorf("list groups of %s in %s: %w", logUser(c.Username), w.tables.Users, err)
 		}
 		for _, it := range page.Items {
 			ids[dynamo.StringAttr(it, "id")] = true
@@ -456,10 +456,15 @@ func configKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(id), "sk": str(dynamo.SKConfig)}
 }
 
-// itemKey is "<pk>/<sk>" of an item whose partition key is named pk.
+// itemKey is "<pk>/<sk>" of an item whose partition key is named pk, for an error text
+// (names hashed: dynamo.LogItemKey).
 func itemKey(item Item, pk string) string {
-	return dynamo.StringAttr(item, pk) + "/" + dynamo.StringAttr(item, "sk")
+	return dynamo.LogItemKey(dynamo.StringAttr(item, pk), dynamo.StringAttr(item, "sk"))
 }
+
+// logUser is a user, by username, for an error text: the projector's errors reach its
+// logs and its dead letters' reasons, which name users by id only (STYLE.md).
+func logUser(username string) string { return identity.LogKey(dynamo.UserID(username)) }
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 )
 
 // memberFeedItems are the items a membership change writes into the member's own feed
@@ -65,7 +66,7 @@ func (a activity) memberFeedItems(e events.Envelope) ([]Item, error) {
 	out := make([]Item, 0, len(ms))
 	for _, m := range ms {
 		if m.username == "" {
-			return nil, fmt.Errorf("%s %s v%d: a member without a username", e.Type, e.Key, e.Version)
+			return nil, fmt.Errorf("%s %s v%d: a member without a username", e.Type, identity.LogKey(e.Entity()), e.Version)
 		}
 		change := events.Change{New: group.Name}
 		if m.t == events.GroupMemberRemovedType || m.t == events.GroupDeletedType {

@@ -249,7 +249,7 @@ func reduceMemberAdded(e events.Envelope) (Effects, error) {
 // memberAdd is the live and obsolete forms of m's membership of g as of e.
 func memberAdd(e events.Envelope, g events.Group, m events.Member) (MemberAdd, error) {
 	if m.Username == "" || m.MembershipRev < 1 {
-		return MemberAdd{}, fmt.Errorf("%s %s v%d: missing username or membership revision", e.Type, e.Key, e.Version)
+		return MemberAdd{}, fmt.Errorf("%s %s v%d: missing username or membership revision", e.Type, identity.LogKey(e.Entity()), e.Version)
 	}
 	v := MembershipView{
 		ID:            dynamo.GroupID(g.Key),
@@ -309,7 +309,7 @@ func reduceMemberRemoved(e events.Envelope) (Effects, error) {
 // no guard: a tombstone is right whatever was deleted meanwhile.
 func memberRemoved(e events.Envelope, g events.Group, username string) (Upsert, error) {
 	if username == "" {
-		return Upsert{}, fmt.Errorf("%s %s v%d: missing username", e.Type, e.Key, e.Version)
+		return Upsert{}, fmt.Errorf("%s %s v%d: missing username", e.Type, identity.LogKey(e.Entity()), e.Version)
 	}
 	tomb, err := marshal(MembershipView{
 		ID:        dynamo.GroupID(g.Key),
@@ -401,7 +401,7 @@ func userState(e events.Envelope) (events.User, error) {
 		return events.User{}, payloadMismatch(e)
 	}
 	if u.Username != e.Key || u.Version != e.Version {
-		return events.User{}, fmt.Errorf("%s %s v%d: payload is user %q v%d", e.Type, e.Key, e.Version, u.Username, u.Version)
+		return events.User{}, fmt.Errorf("%s %s v%d: payload is user %s v%d", e.Type, identity.LogKey(e.Entity()), e.Version, identity.LogKey("user:"+u.Username), u.Version)
 	}
 	return u, nil
 }
@@ -412,16 +412,16 @@ func groupState(e events.Envelope) (events.Group, error) {
 		return events.Group{}, payloadMismatch(e)
 	}
 	if g.Key != e.Key || g.Version != e.Version {
-		return events.Group{}, fmt.Errorf("%s %s v%d: payload is group %q v%d", e.Type, e.Key, e.Version, g.Key, g.Version)
+		return events.Group{}, fmt.Errorf("%s %s v%d: payload is group %q v%d", e.Type, identity.LogKey(e.Entity()), e.Version, g.Key, g.Version)
 	}
 	return g, nil
 }
 
 func payloadMismatch(e events.Envelope) error {
 	if e.Payload == nil {
-		return fmt.Errorf("%s %s:%s v%d: no payload", e.Type, e.Kind, e.Key, e.Version)
+		return fmt.Errorf("%s %s v%d: no payload", e.Type, identity.LogKey(e.Entity()), e.Version)
 	}
-	return fmt.Errorf("%s %s:%s v%d: payload %T does not match", e.Type, e.Kind, e.Key, e.Version, e.Payload)
+	return fmt.Errorf("%s %s v%d: payload %T does not match", e.Type, identity.LogKey(e.Entity()), e.Version, e.Payload)
 }
 
 // attributes normalises an attribute map so that equal states give identical items: an

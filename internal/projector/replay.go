@@ -23,6 +23,7 @@ import (
 	"github.com/ssodir/ssodir/internal/asof"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/events"
+	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/projections"
 )
 
@@ -475,7 +476,7 @@ func (r *Replayer) newerThan(ctx context.Context, table string, written map[stri
 				Version int64  `dynamodbav:"version"`
 			}
 			if err := attributevalue.UnmarshalMap(it, &v); err != nil {
-				return nil, fmt.Errorf("decode the version of %s: %w", dynamo.StringAttr(it, "id"), err)
+				return nil, fmt.Errorf("decode the version of %s: %w", identity.LogKey(dynamo.StringAttr(it, "id")), err)
 			}
 			if v.Version > written[v.ID] {
 				newer = append(newer, configKey(v.ID))

@@ -41,7 +41,7 @@ func (r *Replayer) split(ctx context.Context, table string, items []map[string]t
 		case sk == dynamo.SKConfig || dynamo.IsMemberSK(sk):
 			s, err := dynamo.DecodeStateItem(it)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("decode state item %s/%s: %w", dynamo.StringAttr(it, "id"), sk, err)
+				return nil, nil, nil, fmt.Errorf("decode state item %s: %w", dynamo.LogItemKey(dynamo.StringAttr(it, "id"), sk), err)
 			}
 			states = append(states, s)
 		}

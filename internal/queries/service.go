@@ -301,11 +301,11 @@ func (s *Service) observe(ctx context.Context, k watchKey, consistent bool) obse
 	if raw != nil && consistent {
 		n, ok := raw["version"].(*types.AttributeValueMemberN)
 		if !ok {
-			return observation{err: fmt.Errorf("view item %s has no numeric version", k.id)}
+			return observation{err: fmt.Errorf("view item %s has no numeric version", identity.LogKey(k.id))}
 		}
 		v, err := strconv.ParseInt(n.Value, 10, 64)
 		if err != nil {
-			return observation{err: fmt.Errorf("decode the version of %s: %w", k.id, err)}
+			return observation{err: fmt.Errorf("decode the version of %s: %w", identity.LogKey(k.id), err)}
 		}
 		obs.version = v
 	}
@@ -336,7 +336,7 @@ func (s *Service) getItem(ctx context.Context, table, id string, consistent bool
 		ConsistentRead: aws.Bool(consistent),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("get %s from %s: %w", id, table, storageError(err))
+		return nil, fmt.Errorf("get %s from %s: %w", identity.LogKey(id), table, storageError(err))
 	}
 	return out.Item, nil
 }
