@@ -4,14 +4,49 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ssodir/ssodir/internal/scim"
 )
 
 // createUsers creates n users named prefix0000… through SCIM, by 8 clients at once.
+// likeAClient sends a write as an identity provider's SCIM client does (Okta, Entra ID): a
+// 503 is sent again after its Retry-After, and after a 503 a 409 (a POST) or a 404 (a
+// DELETE) says that the earlier attempt landed. The tests that write from many goroutines
+// at once use it: on a loaded machine the command path may answer 503 (a DynamoDB call past
+// its deadline), which the contract allows and every client retries.
+func (s *service) likeAClient(method, path, body string) error {
+	landed := map[string]int{"POST": http.StatusConflict, "DELETE": http.StatusNotFound}[method]
+	want := map[string]int{"POST": http.StatusCreated, "DELETE": http.StatusNoContent}[method]
+	unavailable := false
+	for attempt := 1; ; attempt++ {
+		req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		if body != "" {
+			req.Header.Set("Content-Type", scim.MediaType)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		res.Body.Close()
+		switch {
+		case res.StatusCode == want, unavailable && res.StatusCode == landed:
+			return nil
+		case res.StatusCode == http.StatusServiceUnavailable && attempt < 6:
+			unavailable = true
+			wait, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+			time.Sleep(time.Duration(min(max(wait, 1), 5)) * time.Second)
+		default:
+			return fmt.Errorf("%s %s: %d", method, path, res.StatusCode)
+		}
+	}
+}
+
 func (s *service) createUsers(t *testing.T, prefix string, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -25,16 +60,7 @@ func (s *service) createUsers(t *testing.T, prefix string, n int) {
 				name := fmt.Sprintf("%s%04d", prefix, i)
 				body := jsonBody(map[string]any{"schemas": []string{scim.URNUser}, "userName": name,
 					"emails": []any{map[string]any{"value": name + "@example.com", "primary": true}}})
-				req, _ := http.NewRequest("POST", s.base+"/Users", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+s.token)
-				req.Header.Set("Content-Type", scim.MediaType)
-				res, err := http.DefaultClient.Do(req)
-				if err == nil {
-					res.Body.Close()
-					if res.StatusCode != http.StatusCreated {
-						err = fmt.Errorf("create %s: %d", name, res.StatusCode)
-					}
-				}
+				err := s.likeAClient("POST", "/Users", body)
 				if err != nil {
 					errs <- err
 				}
