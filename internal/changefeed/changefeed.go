@@ -12,6 +12,8 @@ package changefeed
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,16 +76,26 @@ func positionSK(p int64) string { return fmt.Sprintf("%s%020d", positionPrefix, 
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
-func num(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
 
 func numAttr(item map[string]types.AttributeValue, name string) int64 {
 	v, ok := item[name].(*types.AttributeValueMemberN)
 	if !ok {
 		return 0
 	}
-	var n int64
-	_, _ = fmt.Sscan(v.Value, &n)
+	n, _ := strconv.ParseInt(v.Value, 10, 64)
 	return n
+}
+
+// positionOf is the position a feed item's sort key names.
+func positionOf(sk string) (int64, error) {
+	digits, ok := strings.CutPrefix(sk, positionPrefix)
+	if !ok {
+		return 0, fmt.Errorf("not a position: %q", sk)
+	}
+	return strconv.ParseInt(digits, 10, 64)
 }
 
 func strAttr(item map[string]types.AttributeValue, name string) string {

@@ -47,8 +47,8 @@ func (r *Reader) Entries(ctx context.Context, system, tenant string, after int64
 			return nil, fmt.Errorf("read the change feed: %w", err)
 		}
 		for _, item := range page.Items {
-			var p int64
-			if _, err := fmt.Sscanf(strAttr(item, attrSK), positionPrefix+"%d", &p); err != nil {
+			p, err := positionOf(strAttr(item, attrSK))
+			if err != nil {
 				return nil, fmt.Errorf("change feed item %q: %w", strAttr(item, attrSK), err)
 			}
 			out = append(out, Entry{Position: p, Aggregate: strAttr(item, attrAggregate), Version: numAttr(item, attrVersion),

@@ -128,8 +128,8 @@ func (r *Reader) Read(ctx context.Context, system, tenant string, from Position,
 			return Page{}, fmt.Errorf("read the change feed: %w", err)
 		}
 		for _, item := range out.Items {
-			var p int64
-			if _, err := fmt.Sscanf(strAttr(item, attrSK), positionPrefix+"%d", &p); err != nil {
+			p, err := positionOf(strAttr(item, attrSK))
+			if err != nil {
 				return Page{}, fmt.Errorf("change feed item %q: %w", strAttr(item, attrSK), err)
 			}
 			fed := numAttr(item, attrFedAt)
