@@ -41,6 +41,11 @@ func Build(flags []string, cmds ...string) (dir string, cleanup func(), err erro
 	if cache == "" {
 		cache = filepath.Join(root, ".cache")
 	}
+	return build(root, cache, flags, cmds)
+}
+
+// build is Build for the module at root, with the cache directory cache.
+func build(root, cache string, flags, cmds []string) (dir string, cleanup func(), err error) {
 	sum := sha256.Sum256([]byte(root + "\x00" + strings.Join(flags, "\x00")))
 	shared := filepath.Join(cache, "testbin", hex.EncodeToString(sum[:8]))
 	if err := os.MkdirAll(shared, 0o755); err != nil {
