@@ -48,6 +48,10 @@ type bench struct {
 	peak map[string]int64
 	// shared is the one DynamoDB Local of a run that does not start one per scenario.
 	shared *dynamotest.Local
+	// jvm is how DynamoDB Local is started: with the JVM's optimizing compiler for a
+	// measurement, without it for the tiny scale's run through every scenario, a test
+	// (dynamotest.Options).
+	jvm dynamotest.Options
 }
 
 // newBench builds the services into binDir, or a temporary directory removed at the end
@@ -128,7 +132,7 @@ type env struct {
 func (b *bench) newEnv(ctx context.Context, fresh bool) (*env, error) {
 	local := b.shared
 	if fresh || local == nil {
-		l, err := dynamotest.Start(ctx)
+		l, err := dynamotest.StartWith(ctx, b.jvm)
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
 )
 
 func main() {
@@ -123,6 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	b.profiles = profiles
+	b.jvm = dynamotest.Options{FullJIT: sc.Name != "tiny"}
 	defer b.close()
 	rep := &report{Machine: thisMachine(), Scale: sc.Name, StartedAt: started.UTC().Format(time.RFC3339)}
 	for _, s := range selected {

@@ -50,6 +50,8 @@ type service struct {
 	dynamo *dynamodb.Client
 	other  string
 	iss    *authtest.Issuer
+	// local is the DynamoDB Local the service's tables are on.
+	local *dynamotest.Local
 }
 
 func newService(t *testing.T) *service {
@@ -60,8 +62,15 @@ func newService(t *testing.T) *service {
 // newServiceWith is newService with the SCIM port's limits set.
 func newServiceWith(t *testing.T, limits scim.Limits) *service {
 	t.Helper()
+	return newServiceOn(t, dynamotest.Current(t), limits)
+}
+
+// newServiceOn is newServiceWith on the given DynamoDB Local: dynamotest.Private's for a
+// test that writes thousands of stream records, which on the package's instance would
+// slow every later test's new tables (../shared/DYNAMODB-LOCAL.md, trap 1).
+func newServiceOn(t *testing.T, local *dynamotest.Local, limits scim.Limits) *service {
+	t.Helper()
 	ctx := context.Background()
-	local := dynamotest.Current(t)
 	count := newDBCount()
 	db := dynamodb.NewFromConfig(local.AWSConfig(), func(o *dynamodb.Options) {
 		o.DisableValidateResponseChecksum = true
@@ -102,7 +111,7 @@ func newServiceWith(t *testing.T, limits scim.Limits) *service {
 		Store: store, Secrets: box, Gate: gate, Clock: time.Now, Limits: limits})
 	srv2 := httptest.NewServer(e2)
 	t.Cleanup(srv2.Close)
-	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss, db: count, dynamo: db, other: srv2.URL}
+	s := &service{t: t, url: srv.URL, store: store, names: names, iss: iss, db: count, dynamo: db, other: srv2.URL, local: local}
 	tenant := dynamotest.UniqueName("t")
 	r := s.do(adminToken, "POST", srv.URL+"/v1/systems/acme/tenants", `{"tenant_id":"`+tenant+`"}`, "Content-Type", "application/json")
 	r.want(t, 201)
@@ -270,7 +279,7 @@ func tenantOf(s *service) commands.Tenant {
 
 func deleteItem(t *testing.T, s *service, table, id, sk string) {
 	t.Helper()
-	_, err := dynamotest.Current(t).DynamoDB().DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(table),
+	_, err := s.local.DynamoDB().DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(table),
 		Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}, "sk": &types.AttributeValueMemberS{Value: sk}},
 		ConditionExpression: aws.String("attribute_exists(id)")})
 	if err != nil {

@@ -2,7 +2,7 @@
 // projector) as processes against the test package's DynamoDB Local, for tests of the
 // Go client and of ssodirctl: real HTTP servers, real storage, real streams.
 //
-// Use Main from TestMain (it builds the binaries once and starts DynamoDB Local), then
+// Use Main from TestMain (it builds the binaries, through internal/testbin, and starts DynamoDB Local), then
 // Start in each test for an installation of its own (its own table prefix).
 package servicetest
 
@@ -16,13 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+	"github.com/ssodir/ssodir/internal/testbin"
 )
 
 // Token is the bootstrap token the services accept (all scopes, all tenants).
@@ -39,21 +39,12 @@ func Main(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "ssodir-servicetest-bin")
+	dir, cleanup, err := testbin.Build(nil, "./cmd/command-api", "./cmd/query-api", "./cmd/projector")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/query-api", "./cmd/projector")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "servicetest: build the services:", err)
 		return 1
 	}
+	defer cleanup()
 	binDir = dir
 	l, err := dynamotest.Start(context.Background())
 	if err != nil {

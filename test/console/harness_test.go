@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+	"github.com/ssodir/ssodir/internal/testbin"
 	"github.com/ssodir/ssodir/test/apitest"
 )
 
@@ -54,20 +55,13 @@ func setup(m *testing.M) int {
 	}
 	chromium = strings.TrimSpace(string(out))
 
-	dir, err := os.MkdirTemp("", "ssodir-console-bin")
+	dir, cleanup, err := testbin.Build(nil, "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		return 1
 	}
+	defer cleanup()
+	binDir = dir
 	l, err := dynamotest.Start(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

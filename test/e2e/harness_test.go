@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
 	"github.com/ssodir/ssodir/internal/dynamo/dynamotest"
+	"github.com/ssodir/ssodir/internal/testbin"
 	"github.com/ssodir/ssodir/test/apitest"
 )
 
@@ -39,27 +39,18 @@ const token = "e2e-token"
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ssodir-e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
 	// With the tag `make lambda` builds the functions with (it leaves out the RPC runtime of
 	// go1.x, which only a Lambda function would use): the Lambda tests run these same
 	// executables as their functions' bootstraps (lambda_harness_test.go), and the race
-	// detector's links, each many seconds of CPU, are made once.
-	build := exec.Command("go", "build", "-race", "-tags", "lambda.norpc", "-o", dir+"/", "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync", "./cmd/ssodirctl")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	// detector's links, each many seconds of CPU, are made once (internal/testbin).
+	dir, cleanup, err := testbin.Build([]string{"-race", "-tags", "lambda.norpc"}, "./cmd/command-api", "./cmd/projector", "./cmd/query-api", "./cmd/keycloak-sync", "./cmd/ssodirctl")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		os.Exit(1)
 	}
+	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
