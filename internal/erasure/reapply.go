@@ -111,14 +111,15 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	if len(byHash) == 0 {
 		return res, nil
 	}
-	if r.EventsTable != "" {
-		// A restored feed is swept by the ledger's ids themselves (their hashes): it holds
-		// the erased aggregates' changes whether or not the write table still names them.
-		erased := func(id string) bool { return id != "" && byHash[identity.ErasedIDHash(id)] != "" }
-		if _, err := changefeed.EraseRestored(ctx, x.db, r.EventsTable, system, tenant, erased); err != nil {
-			return res, err
-		}
+	// The feed (a restored copy, else the stage's) is swept by the ledger's ids themselves
+	// (their hashes): it holds the erased aggregates' changes whether or not the write
+	// table still names them; and never by the name, which a later user may hold, whose
+	// changes name it too (the passes below leave the feed alone: feedByIDs).
+	erased := func(id string) bool { return id != "" && byHash[identity.ErasedIDHash(id)] != "" }
+	if _, err := changefeed.EraseRestored(ctx, x.db, or(r.EventsTable, changefeed.TableName(x.names)), system, tenant, erased); err != nil && !missing(err) {
+		return res, err
 	}
+	y.feedByIDs = true
 	found, err := x.erasedUsernames(ctx, row.CommandsTable, byHash)
 	if err != nil {
 		return res, err

@@ -17,7 +17,9 @@ import (
 // TestReapplyCleansARestoredChangeFeed is a restore drill of the stage's change feed: a
 // copy of {p}_events made before the erasure holds the person's own change and a group's
 // membership change naming them; the re-application (--events-table) deletes the one,
-// rewrites the other to an erased member, and leaves another person's change alone.
+// rewrites the other to an erased member, and leaves another person's change alone, and
+// the change of a later user of the name (in the copy and in the stage's own feed, which
+// a re-application without --events-table sweeps) as it was.
 func TestReapplyCleansARestoredChangeFeed(t *testing.T) {
 	st := newStage(t)
 	ctx := context.Background()
@@ -48,21 +50,64 @@ func TestReapplyCleansARestoredChangeFeed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The restore drill: the feed, copied before the erasure.
-	restored := erasure.Restored{EventsTable: st.copyTable(t, changefeed.Table(feed+"_r"), feed)}
+	// The restore drill: the feed and the tenant's tables (where the re-application finds
+	// the person again), copied before the erasure.
+	restored := erasure.Restored{EventsTable: st.copyTable(t, changefeed.Table(feed+"_r"), feed),
+		CommandsTable:   st.copyTable(t, dynamo.CommandsTable(row.CommandsTable+"_r"), row.CommandsTable),
+		UsersTable:      st.copyTable(t, dynamo.UsersTable(row.UsersTable+"_r"), row.UsersTable),
+		ActivitiesTable: st.copyTable(t, dynamo.ActivitiesTable(row.ActivitiesTable+"_r"), row.ActivitiesTable)}
 
 	x := erasure.NewEraser(st.db, st.names, st.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
 	run(t, st, x, row, ev)
 	if err := x.Ledger().MarkDone(ctx, row.SystemID, row.TenantID, erasureID, commands.PlaceKeycloak); err != nil {
 		t.Fatal(err)
 	}
+	// A later user takes the name after the erasure: their change is in the live feed,
+	// and in the copy too (a copy holding both), and names the name.
+	later, err := changefeed.FromEnvelope(row.SystemID, row.TenantID, envelope(events.KindUser, "erasee", 1,
+		&events.UserCreated{User: events.User{ID: "id-later", Username: "erasee", Email: "later@example.org", Version: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := changefeed.NewAppender(st.db, restored.EventsTable, changefeed.Options{}).Append(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	laterIntact := func(table string) {
+		t.Helper()
+		n := 0
+		for _, it := range st.contents(t, table) {
+			if strings.Contains(it, "id-later") && strings.Contains(it, "user.created") { // its change, not its guard
+				n++
+				if !strings.Contains(it, `\"username\":\"erasee\"`) || !strings.Contains(it, "later@example.org") {
+					t.Errorf("the later user's change in %s was rewritten: %.400s", table, it)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("the later user's change is gone from %s", table)
+		}
+	}
 	if _, err := x.Reapply(ctx, row.SystemID, row.TenantID, restored); err != nil {
 		t.Fatal(err)
 	}
+	laterIntact(restored.EventsTable)
+	// Without --events-table the stage's own feed is swept, by the ids alone too.
+	live := restored
+	live.EventsTable = ""
+	if _, err := x.Reapply(ctx, row.SystemID, row.TenantID, live); err != nil {
+		t.Fatal(err)
+	}
+	laterIntact(feed)
 
 	canaries := []string{`"erasee"`, `\"erasee\"`, "erasee@", `id-erasee`}
 	var other, group bool
 	for _, it := range st.contents(t, restored.EventsTable) {
+		if strings.Contains(it, "id-later") {
+			continue
+		}
 		for _, c := range canaries {
 			if strings.Contains(it, c) {
 				t.Errorf("the restored feed still names the erased person (%s): %.300s", c, it)
