@@ -3,6 +3,7 @@ package erasure
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/ssodir/ssodir/internal/changefeed"
 	"github.com/ssodir/ssodir/internal/dynamo"
@@ -23,11 +24,17 @@ func (x *Eraser) eraseChangeFeed(ctx context.Context, row dynamo.Tenant, subj *S
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	// A name is the person's from the erased incarnation's coming to it (every time with
+	// AllIncarnations) on, and a former name's while they held it: an earlier incarnation's
+	// changes, and a later holder's of a former name, name them too, and stay.
 	names := []string{subj.Username}
+	held := heldNames{}
+	held.add(subj.Username, subj.Since, time.Time{})
 	for _, f := range subj.Former {
 		names = append(names, f.Username)
+		held.add(f.Username, f.From, f.Until)
 	}
-	err := changefeed.Erase(ctx, x.db, or(x.shared.Events, changefeed.TableName(x.names)), row.SystemID, row.TenantID, ids, names)
+	err := changefeed.Erase(ctx, x.db, or(x.shared.Events, changefeed.TableName(x.names)), row.SystemID, row.TenantID, ids, names, held.named)
 	if missing(err) {
 		return nil
 	}

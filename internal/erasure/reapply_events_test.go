@@ -143,3 +143,60 @@ func TestReapplyCleansARestoredChangeFeed(t *testing.T) {
 		t.Error("the group's membership change is not in the restored feed with an erased member")
 	}
 }
+
+// TestAnErasureLeavesAnEarlierIncarnationsChangesInTheFeed: an earlier person under the
+// name (deleted before the erased incarnation was created) was added to a group, a
+// change whose change set names them by username alone. By default the erasure takes the
+// incarnation the name resolves to: its own such change is rewritten in the live feed,
+// the earlier person's stays as it was.
+func TestAnErasureLeavesAnEarlierIncarnationsChangesInTheFeed(t *testing.T) {
+	st := newStage(t)
+	ctx := context.Background()
+	row := st.tenant(t, "s", "feedearlier")
+	at := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	erasureID := "00000000-0000-0000-0000-0000000000e8"
+	ev := st.erasee(t, row, erasuretest.Spec{Username: "erasee", History: 2, Groups: 1, Others: 3, At: at}, erasureID)
+
+	feed := changefeed.TableName(st.names)
+	if err := dynamo.EnsureTable(ctx, st.db, changefeed.Table(feed)); err != nil {
+		t.Fatal(err)
+	}
+	a := changefeed.NewAppender(st.db, feed, changefeed.Options{})
+	for _, c := range []struct {
+		id, userID string
+		version    int64
+		at         time.Time
+	}{{"earlier-add", "id-earlier", 1, at.Add(-30 * time.Minute)}, {"erased-add", ev.PreviousID, 2, at.Add(time.Minute)}} {
+		env := events.Envelope{EventID: c.id, Type: events.GroupMemberAddedType, Kind: events.KindGroup, Key: "feedgroup", Version: c.version,
+			Actor: "seed", OccurredAt: c.at, Changes: map[string]events.Change{"member": {New: "erasee"}},
+			Payload: &events.GroupMemberAdded{Group: events.Group{ID: "gid-feed", Key: "feedgroup", Name: "FeedGroup", Version: c.version}, Username: "erasee", UserID: c.userID}}
+		change, err := changefeed.FromEnvelope(row.SystemID, row.TenantID, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Append(ctx, change); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := erasure.NewEraser(st.db, st.names, st.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
+	run(t, st, x, row, ev)
+
+	var earlier, erased bool
+	for _, it := range st.contents(t, feed) {
+		switch {
+		case strings.Contains(it, `\"id\":\"earlier-add\"`):
+			earlier = true
+			if !strings.Contains(it, `\"new\":\"erasee\"`) {
+				t.Errorf("the earlier person's change was rewritten: %.400s", it)
+			}
+		case strings.Contains(it, `\"id\":\"erased-add\"`):
+			erased = true
+			if strings.Contains(it, `"erasee"`) || strings.Contains(it, `\"erasee\"`) {
+				t.Errorf("the erased person's change still names them: %.400s", it)
+			}
+		}
+	}
+	if !earlier || !erased {
+		t.Errorf("the feed lost a change: earlier %v, erased %v", earlier, erased)
+	}
+}
