@@ -107,3 +107,22 @@ func TestEraseUser(t *testing.T) {
 		}
 	}
 }
+
+// TestEraseUserReasonCoversFormerNames: a person renamed left their versions before the
+// rename under the former username; the reason is refused when it names the former
+// username or an email only those versions held, and a later holder of the former name
+// (another person) is not the erased person's history.
+func TestEraseUserReasonCoversFormerNames(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, testEnv(t))
+	base := a.newTenant(t)
+	a.do(t, "POST", base+"/users", map[string]any{"username": "vexmora", "email": "vex.first@example.org"}).want(t, http.StatusCreated)
+	a.do(t, "PATCH", base+"/users/vexmora", map[string]any{"email": "vex.second@example.org"}).want(t, http.StatusOK)
+	a.do(t, "POST", base+"/users/vexmora/rename", map[string]any{"username": "kestrel-d"}).want(t, http.StatusOK)
+	// The former name is free: someone else takes it.
+	a.do(t, "POST", base+"/users", map[string]any{"username": "vexmora", "email": "later.holder@example.org"}).want(t, http.StatusCreated)
+	for _, r := range []string{"asked for by VexMora", "first address vex.first@example.org", "now vex.second@example.org"} {
+		a.do(t, "POST", base+"/users/kestrel-d/erase", map[string]any{"reason": r}).wantProblem(t, http.StatusBadRequest, "validation_failed")
+	}
+	a.do(t, "POST", base+"/users/kestrel-d/erase", map[string]any{"reason": "GDPR art. 17, ticket 7, not later.holder@example.org"}).want(t, http.StatusAccepted)
+}

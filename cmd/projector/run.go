@@ -37,7 +37,8 @@ const usage = `usage:
   projector dead-letters list    [--system S --tenant T]
   projector dead-letters redrive [--system S --tenant T]
   projector erasures reapply --system S --tenant T [--commands-table N --users-table N
-                                 --activities-table N]
+                                 --activities-table N] [--idempotency-table N
+                                 --dead-letters-table N --sync-status-table N --events-table N]
                                  erase again, from restored tables, everyone the
                                  erasure ledger has erased
   projector --help

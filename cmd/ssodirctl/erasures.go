@@ -22,7 +22,11 @@ func erasuresCommand(s *settings) *cobra.Command {
 		Use:   "reapply --system S --tenant T",
 		Short: "Erase again, from restored tables, everyone the tenant's erasure ledger has erased",
 		Example: `  ssodirctl erasures reapply --system acme --tenant eu \
-    --commands-table mbcsso_prod_acme_eu_user_commands_restored`,
+    --commands-table mbcsso_prod_acme_eu_user_commands_restored \
+    --users-table mbcsso_prod_acme_eu_users_restored \
+    --activities-table mbcsso_prod_acme_eu_activities_restored \
+    --idempotency-table mbcsso_prod_idempotency_restored \
+    --events-table mbcsso_prod_events_restored`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			system, tenant, cfg, clients, err := s.adminClients(cmd.Context())
@@ -45,6 +49,7 @@ func erasuresCommand(s *settings) *cobra.Command {
 	reapply.Flags().StringVar(&r.IdempotencyTable, "idempotency-table", "", "a restored copy of the stage's Idempotency-Key table (default: the stage's)")
 	reapply.Flags().StringVar(&r.DeadLettersTable, "dead-letters-table", "", "a restored copy of the stage's dead-letter table (default: the stage's)")
 	reapply.Flags().StringVar(&r.SyncStatusTable, "sync-status-table", "", "a restored copy of the stage's Keycloak sync status table (default: the stage's)")
+	reapply.Flags().StringVar(&r.EventsTable, "events-table", "", "a restored copy of the stage's change feed table, {p}_events (default: the stage's)")
 	cmd.AddCommand(reapply, erasuresList(s), erasuresResume(s), erasuresIndexMembers(s))
 	return cmd
 }

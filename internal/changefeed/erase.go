@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,7 +27,11 @@ type EraseDB interface {
 // filter keeps any record of theirs from coming back. The feed keeps its positions, so a
 // cursor past a deleted change reads on. Its cost is one Query of the tenant's feed (within
 // SSO_EVENTS_RETENTION), filtered to the items that name an id.
-func Erase(ctx context.Context, db EraseDB, table, system, tenant string, ids, usernames []string) error {
+//
+// heldAt, when set, says whether a username named the person at the change's time (the
+// name may have been an earlier incarnation's, or a later holder's of a former name):
+// only then is a string that is the username rewritten.
+func Erase(ctx context.Context, db EraseDB, table, system, tenant string, ids, usernames []string, heldAt func(username string, at time.Time) bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -74,7 +79,12 @@ func Erase(ctx context.Context, db EraseDB, table, system, tenant string, ids, u
 				}
 				continue
 			}
-			raw, err := json.Marshal(eraseMembers(ev, erased, names))
+			isName := func(v string) bool { return names[v] }
+			if heldAt != nil {
+				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["time"]))
+				isName = func(v string) bool { return names[v] && heldAt(v, at) }
+			}
+			raw, err := json.Marshal(eraseMembers(ev, erased, isName))
 			if err != nil {
 				return fmt.Errorf("change feed: encode a change: %w", err)
 			}
@@ -105,7 +115,7 @@ func Erase(ctx context.Context, db EraseDB, table, system, tenant string, ids, u
 
 // eraseMembers replaces every object of v that names an erased id as its user_id, and
 // every string that is an erased username, by an erased member.
-func eraseMembers(v any, erased, usernames map[string]bool) any {
+func eraseMembers(v any, erased map[string]bool, usernames func(string) bool) any {
 	switch x := v.(type) {
 	case map[string]any:
 		if id, ok := x["user_id"].(string); ok && erased[id] {
@@ -121,7 +131,7 @@ func eraseMembers(v any, erased, usernames map[string]bool) any {
 		}
 		return x
 	case string:
-		if usernames[x] {
+		if usernames(x) {
 			return map[string]any{"erased": true}
 		}
 	}

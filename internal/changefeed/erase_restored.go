@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,11 +20,14 @@ type RestoredDB interface {
 
 // EraseRestored takes every erased person out of a tenant's part of a restored copy of the
 // feed table (`projector erasures reapply --events-table`, docs/erasure.md "Backups"),
-// knowing them only as the erasure ledger does: erased(id) says whether an aggregate or
-// member id is one. Their changes and guards are deleted; in others' changes a member
-// whose user_id is erased becomes `{"erased": true}`. A restored copy is read once, whole
-// (a Scan: it serves no traffic).
-func EraseRestored(ctx context.Context, db RestoredDB, table, system, tenant string, erased func(id string) bool) (int, error) {
+// knowing them as the erasure ledger does: erased(id) says whether an aggregate or member
+// id is one. Their changes and guards are deleted; in others' changes a member whose
+// user_id is erased becomes `{"erased": true}`, and so does a string value that named(value,
+// at) says was an erased person's name when the change was made (at: its time) — a
+// membership change's own change set names the member by username alone, and a later user
+// of the name is told apart by the time (nil: by the ids only). A restored copy is read
+// once, whole (a Scan: it serves no traffic).
+func EraseRestored(ctx context.Context, db RestoredDB, table, system, tenant string, erased func(id string) bool, named func(value string, at time.Time) bool) (int, error) {
 	feed, guards := feedPK(system, tenant), guardPK(system, tenant, "")
 	in := &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}
 	n := 0
@@ -55,7 +59,16 @@ func EraseRestored(ctx context.Context, db RestoredDB, table, system, tenant str
 				if err := json.Unmarshal([]byte(strAttr(it, attrEvent)), &ev); err != nil {
 					return n, fmt.Errorf("change feed: decode a change: %w", err)
 				}
-				if !eraseMembersBy(ev, erased) {
+				changed := eraseMembersBy(ev, erased)
+				if doc, ok := ev.(map[string]any); ok && named != nil {
+					at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(doc["time"]))
+					if data, ok := doc["data"].(map[string]any); ok && !at.IsZero() {
+						var c bool
+						doc["data"], c = eraseNamesBy(data, func(v string) bool { return named(v, at) })
+						changed = changed || c
+					}
+				}
+				if !changed {
 					continue
 				}
 				raw, err := json.Marshal(ev)
@@ -78,6 +91,34 @@ func EraseRestored(ctx context.Context, db RestoredDB, table, system, tenant str
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+}
+
+// eraseNamesBy replaces, in v, every string value that name says is an erased person's by
+// an erased member; it reports whether it replaced any.
+func eraseNamesBy(v any, name func(string) bool) (any, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		changed := false
+		for k, e := range x {
+			var c bool
+			x[k], c = eraseNamesBy(e, name)
+			changed = changed || c
+		}
+		return x, changed
+	case []any:
+		changed := false
+		for i, e := range x {
+			var c bool
+			x[i], c = eraseNamesBy(e, name)
+			changed = changed || c
+		}
+		return x, changed
+	case string:
+		if name(x) {
+			return map[string]any{"erased": true}, true
+		}
+	}
+	return v, false
 }
 
 // eraseMembersBy replaces, in place, every object of v whose user_id is erased by an erased

@@ -100,19 +100,80 @@ func (h EraseUserHandler) Handle(ctx context.Context, t Tenant, cmd EraseUser, m
 		if !agg.Exists || agg.ErasureID != "" {
 			return apperr.NotFound("user")
 		}
-		states := []events.User{agg.State}
-		history, err := h.del.deps.Store.UserHistory(ctx, t, username)
+		states, err := h.historyStates(ctx, t, username, agg.State, cmd.AllIncarnations)
 		if err != nil {
 			return err
-		}
-		for _, env := range history {
-			if u, ok := events.UserState(env.Payload); ok {
-				states = append(states, u)
-			}
 		}
 		if cmd.mentions(states...) {
 			return apperr.InvalidField("reason", "must not name the person (the erasure ledger keeps the reason)")
 		}
 		return nil
 	}, &cmd)
+}
+
+// historyStates are the states the reason is checked against: every version under the
+// username (every incarnation's: the name's history), and the versions the erased
+// incarnations left under their former names (a person renamed: docs/erasure.md, "Former
+// names"), told there from the name's other holders by the incarnations' ids. The erased
+// incarnations are the one the name resolves to (from its user.created or the rename
+// that brought it to the name on), or with allIncarnations every one under the name.
+func (h EraseUserHandler) historyStates(ctx context.Context, t Tenant, username string, current events.User, allIncarnations bool) ([]events.User, error) {
+	history, err := h.del.deps.Store.UserHistory(ctx, t, username)
+	if err != nil {
+		return nil, err
+	}
+	states := []events.User{current}
+	from := int64(0) // the first version of the erased incarnations
+	if !allIncarnations {
+		for _, env := range history {
+			switch env.Payload.(type) {
+			case *events.UserCreated, *events.UserRenamed:
+				from = env.Version
+			}
+		}
+	}
+	ids := map[string]bool{}
+	var former []events.FormerName
+	erased := func(u events.User) {
+		if u.ID != "" {
+			ids[u.ID] = true
+		}
+		former = append(former, u.FormerNames...)
+	}
+	if current.ID != "" {
+		erased(current)
+	}
+	for _, env := range history {
+		u, ok := events.UserState(env.Payload)
+		if !ok {
+			continue
+		}
+		states = append(states, u)
+		if env.Version >= from {
+			erased(u)
+			switch p := env.Payload.(type) {
+			case *events.UserDeleted:
+				ids[p.PreviousID] = true
+			case *events.UserErased:
+				ids[p.PreviousID] = true
+			}
+		}
+	}
+	seen := map[string]bool{username: true}
+	for _, f := range former {
+		if seen[f.Username] {
+			continue
+		}
+		seen[f.Username] = true
+		earlier, err := h.del.deps.Store.UserHistory(ctx, t, f.Username)
+		if err != nil {
+			return nil, err
+		}
+		for _, env := range earlier {
+			if u, ok := events.UserState(env.Payload); ok && u.ID != "" && ids[u.ID] {
+				states = append(states, u)
+			}
+		}
+	}
+	return states, nil
 }

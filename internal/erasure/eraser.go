@@ -60,6 +60,9 @@ type Eraser struct {
 	// shared names restored copies of the stage's shared tables to sweep instead of the
 	// stage's own (Reapply); empty: the stage's.
 	shared SharedTables
+	// feedByIDs: the change feed is swept by the erased ids alone, before the passes
+	// (Reapply: a later user may hold the name, and their changes name it too).
+	feedByIDs bool
 }
 
 // NewEraser is an Eraser over the tables named by names.

@@ -111,18 +111,14 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 	if len(byHash) == 0 {
 		return res, nil
 	}
-	if r.EventsTable != "" {
-		// A restored feed is swept by the ledger's ids themselves (their hashes): it holds
-		// the erased aggregates' changes whether or not the write table still names them.
-		erased := func(id string) bool { return id != "" && byHash[identity.ErasedIDHash(id)] != "" }
-		if _, err := changefeed.EraseRestored(ctx, x.db, r.EventsTable, system, tenant, erased); err != nil {
-			return res, err
-		}
-	}
+	// The passes leave the change feed alone (feedByIDs): it is swept below by the ids and
+	// by the names only within the time each was the person's (heldName).
+	y.feedByIDs = true
 	found, err := x.erasedUsernames(ctx, row.CommandsTable, byHash)
 	if err != nil {
 		return res, err
 	}
+	held := heldNames{}
 	for username, erasureID := range found {
 		subj := NewSubject(username)
 		subj.IDOnly = !all[erasureID]
@@ -134,9 +130,39 @@ func (x *Eraser) Reapply(ctx context.Context, system, tenant string, r Restored)
 		if err := y.secondPass(ctx, row, subj, erasureID, groups, false, true); err != nil {
 			return res, err
 		}
+		held.add(username, subj.Since, subj.Until)
+		for _, f := range subj.Former {
+			held.add(f.Username, f.From, f.Until)
+		}
 		res.Users++
 	}
+	// The feed (a restored copy, else the stage's) is swept by the ledger's ids themselves
+	// (their hashes): it holds the erased aggregates' changes whether or not the write
+	// table still names them; and by a name only in a change made while the person held
+	// it (a later user of the name has changes naming it too).
+	erased := func(id string) bool { return id != "" && byHash[identity.ErasedIDHash(id)] != "" }
+	if _, err := changefeed.EraseRestored(ctx, x.db, or(r.EventsTable, changefeed.TableName(x.names)), system, tenant, erased, held.named); err != nil && !missing(err) {
+		return res, err
+	}
 	return res, nil
+}
+
+// heldNames are the usernames erased persons held, each with the times they held it:
+// from (zero: since the first incarnation) until (zero: still, the erasure pending).
+type heldNames map[string][][2]time.Time
+
+func (h heldNames) add(name string, from, until time.Time) {
+	h[name] = append(h[name], [2]time.Time{from, until})
+}
+
+// named reports whether name was an erased person's at time at.
+func (h heldNames) named(name string, at time.Time) bool {
+	for _, w := range h[name] {
+		if (w[0].IsZero() || !at.Before(w[0])) && (w[1].IsZero() || !at.After(w[1])) {
+			return true
+		}
+	}
+	return false
 }
 
 // erasedUsernames scans a write table for the user partitions whose records carry an

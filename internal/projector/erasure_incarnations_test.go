@@ -134,3 +134,102 @@ func TestAnErasureTakesTheIncarnationTheNameResolvesTo(t *testing.T) {
 		t.Errorf("the next ann's view: %v", v)
 	}
 }
+
+// TestAnErasureOfADeletedNameTakesItsLatestIncarnation: two people held each name in
+// turn and both were deleted, so no live user holds it. The name resolves to the latest
+// deleted incarnation: by default the erasure takes that one only (the earlier one's
+// history, group records and feed items stay); with all_incarnations it takes both.
+func TestAnErasureOfADeletedNameTakesItsLatestIncarnation(t *testing.T) {
+	w := newCommandWorld(t)
+	ctx := context.Background()
+	x := w.erasing()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	// ids[name] are the ids of the two incarnations of name, in order; both deleted.
+	ids := map[string][]string{}
+	for _, name := range []string{"dee", "eve"} {
+		for _, first := range []string{"Firstperson", "Secondperson"} {
+			u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: name, FirstName: first + name}, w.meta())
+			must(err)
+			ids[name] = append(ids[name], u.ID)
+			must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: name}, w.meta())))
+			must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: name}, w.meta())))
+		}
+	}
+	w.project(t)
+
+	erasures := map[string]string{"dee": uuid.NewString(), "eve": uuid.NewString()}
+	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "dee", Reason: "a request", ErasureID: erasures["dee"]}, w.meta())))
+	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "eve", Reason: "a request", ErasureID: erasures["eve"], AllIncarnations: true}, w.meta())))
+	w.project(t)
+	for name, id := range erasures {
+		e, err := x.Ledger().Get(ctx, "s", "t", id)
+		if err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+			t.Fatalf("%s's erasure %+v, %v", name, e, err)
+		}
+		hashes := strings.Join(e.IDHashes, " ")
+		if !strings.Contains(hashes, identity.ErasedIDHash(ids[name][1])) {
+			t.Errorf("%s: the ledger misses the latest deleted incarnation's id", name)
+		}
+		if earlier := strings.Contains(hashes, identity.ErasedIDHash(ids[name][0])); earlier != (name == "eve") {
+			t.Errorf("%s: the ledger holds the earlier incarnation's id: %v", name, earlier)
+		}
+	}
+	var all strings.Builder
+	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
+		out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			for _, v := range it {
+				if s, ok := v.(*types.AttributeValueMemberS); ok {
+					all.WriteString(s.Value + "\n")
+				}
+			}
+		}
+	}
+	// dee: the earlier person is kept (history, the group records naming their id).
+	for _, kept := range []string{"Firstpersondee", ids["dee"][0]} {
+		if !strings.Contains(all.String(), kept) {
+			t.Errorf("dee's earlier incarnation lost %q", kept)
+		}
+	}
+	// Gone: dee's latest incarnation, and both of eve's.
+	for _, gone := range []string{"Secondpersondee", ids["dee"][1], "Firstpersoneve", "Secondpersoneve", ids["eve"][0], ids["eve"][1], "user#eve", "member#eve", "user:eve"} {
+		if strings.Contains(all.String(), gone) {
+			t.Errorf("%q is left after the erasure", gone)
+		}
+	}
+	// The group's feed still names the earlier dee (her add and her removal by the
+	// delete), and every change of the erased ones as an erased member.
+	out, err := w.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(w.row.ActivitiesTable), KeyConditionExpression: aws.String("pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: projections.EntityPK("group:g")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dee, eve := 0, 0
+	for _, it := range out.Items {
+		ch := dynamo.StringAttr(it, "changes")
+		dee += strings.Count(ch, `"dee"`)
+		eve += strings.Count(ch, `"eve"`)
+	}
+	if dee == 0 || eve != 0 {
+		t.Errorf("group feed: dee named %d times (want the earlier one's changes), eve %d (want 0)", dee, eve)
+	}
+	// Both names are free; dee's versions go on after the kept history, eve's start again.
+	for _, name := range []string{"dee", "eve"} {
+		u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: name}, w.meta())
+		if err != nil {
+			t.Fatalf("%s again: %v", name, err)
+		}
+		if (name == "eve") != (u.Version == 1) {
+			t.Errorf("%s again at version %d", name, u.Version)
+		}
+	}
+}
