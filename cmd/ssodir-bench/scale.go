@@ -44,6 +44,8 @@ type scale struct {
 	// EraseOthers are the items of other users in the tenant of the erase scenario (the
 	// issue's 20,000); -erase-others sets it.
 	EraseOthers int
+	// WebhookRate overrides the events scenario's webhook rate (-webhook-rate; 0: webhookRate).
+	WebhookRate float64
 	// FreshDB starts a DynamoDB Local per scenario (DYNAMODB-LOCAL.md, trap 1); the tiny
 	// scale shares one to stay fast.
 	FreshDB bool

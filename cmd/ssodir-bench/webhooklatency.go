@@ -27,6 +27,14 @@ import (
 // loaded CI machine) runs a fifth of it.
 var webhookRate = map[string]float64{"full": 100, "small": 100, "tiny": 20}
 
+// rateOf is the webhook latency's rate at sc: -webhook-rate, else the scale's.
+func rateOf(sc scale) float64 {
+	if sc.WebhookRate > 0 {
+		return sc.WebhookRate
+	}
+	return webhookRate[sc.Name]
+}
+
 // webhookWindow is one measuring window of the webhook latency at each scale.
 var webhookWindow = map[string]time.Duration{"full": 30 * time.Second, "small": 10 * time.Second, "tiny": 2 * time.Second}
 
@@ -116,7 +124,7 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 	}
 	var warmMu sync.Mutex
 	warm := map[string]time.Time{}
-	if _, err := open(ctx, webhookRate[sc.Name], webhookWarmup[sc.Name], func(ctx context.Context, _ int) error {
+	if _, err := open(ctx, rateOf(sc), webhookWarmup[sc.Name], func(ctx context.Context, _ int) error {
 		key, at, err := create(ctx)
 		warmMu.Lock()
 		warm[key] = at
@@ -131,7 +139,7 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		return nil, fmt.Errorf("warm-up: %d of %d changes delivered: %w", rx.count(warm), len(warm), err)
 	}
 
-	window, rate := webhookWindow[sc.Name], webhookRate[sc.Name]
+	window, rate := webhookWindow[sc.Name], rateOf(sc)
 	r := &result{
 		Name: fmt.Sprintf("events webhook latency, %.0f changes/s", rate), Unit: "ms", BaselineUnit: "ms",
 		What: fmt.Sprintf("command API 201 → the change's signed POST received by a local endpoint (projector and deliverer with their defaults), user creates at %.0f/s for %s (open loop)",
