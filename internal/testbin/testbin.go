@@ -31,7 +31,7 @@ import (
 // with the go build flags and returns a directory holding them by their names, and a
 // function that removes that directory. Build output goes to the process's stderr.
 func Build(flags []string, cmds ...string) (dir string, cleanup func(), err error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", nil, err
 	}
@@ -120,8 +120,9 @@ func linkOrCopy(from, to string) error {
 	return out.Close()
 }
 
-// moduleRoot finds the module root from this file's location.
-func moduleRoot() (string, error) {
+// ModuleRoot is the module's root directory, found from this file's location: the checkout
+// the test binaries and DynamoDB Local's script come from.
+func ModuleRoot() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", errors.New("testbin: cannot locate source")

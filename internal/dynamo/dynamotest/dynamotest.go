@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/ssodir/ssodir/internal/testbin"
 )
 
 // Local is a running DynamoDB Local process.
@@ -97,7 +97,7 @@ func Start(ctx context.Context) (*Local, error) {
 
 // StartWith is Start with the given options.
 func StartWith(ctx context.Context, o Options) (*Local, error) {
-	root, err := repoRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -220,23 +220,4 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// repoRoot finds the module root from this file's location.
-func repoRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("dynamotest: cannot locate source")
-	}
-	dir := filepath.Dir(file)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("dynamotest: go.mod not found above " + file)
-		}
-		dir = parent
-	}
 }
