@@ -12,6 +12,7 @@ import (
 
 	"github.com/ssodir/ssodir/internal/commands"
 	"github.com/ssodir/ssodir/internal/dynamo"
+	"github.com/ssodir/ssodir/internal/erasure"
 	"github.com/ssodir/ssodir/internal/identity"
 	"github.com/ssodir/ssodir/internal/projections"
 )
@@ -56,40 +57,9 @@ func TestAnErasureTakesTheIncarnationTheNameResolvesTo(t *testing.T) {
 	}
 	w.project(t)
 
-	erasures := map[string]string{"ann": uuid.NewString(), "bob": uuid.NewString()}
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasures["ann"]}, w.meta())))
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "bob", Reason: "a request", ErasureID: erasures["bob"], AllIncarnations: true}, w.meta())))
-	w.project(t)
-	for name, id := range erasures {
-		e, err := x.Ledger().Get(ctx, "s", "t", id)
-		if err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
-			t.Fatalf("%s's erasure %+v, %v", name, e, err)
-		}
-		hashes := strings.Join(e.IDHashes, " ")
-		if !strings.Contains(hashes, identity.ErasedIDHash(ids[name][1])) {
-			t.Errorf("%s: the ledger misses the last incarnation's id", name)
-		}
-		if earlier := strings.Contains(hashes, identity.ErasedIDHash(ids[name][0])); earlier != (name == "bob") {
-			t.Errorf("%s: the ledger holds the earlier incarnation's id: %v", name, earlier)
-		}
-	}
+	eraseByDefaultAndAll(t, w, x, ids, "ann", "bob")
 
-	scanText := func(table string) string {
-		out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for _, it := range out.Items {
-			for _, v := range it {
-				if s, ok := v.(*types.AttributeValueMemberS); ok {
-					b.WriteString(s.Value + "\n")
-				}
-			}
-		}
-		return b.String()
-	}
-	all := scanText(w.row.CommandsTable) + scanText(w.row.UsersTable) + scanText(w.row.ActivitiesTable)
+	all := tenantText(t, w)
 	// ann: the earlier person is kept (history, group records naming their id, feed).
 	for _, kept := range []string{"Firstpersonann", ids["ann"][0]} {
 		if !strings.Contains(all, kept) {
@@ -104,14 +74,8 @@ func TestAnErasureTakesTheIncarnationTheNameResolvesTo(t *testing.T) {
 	}
 	// The group's feed still names the earlier ann once (her add), and the erased one as
 	// an erased member.
-	out, err := w.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(w.row.ActivitiesTable), KeyConditionExpression: aws.String("pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: projections.EntityPK("group:g")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	named, carl, erased := 0, 0, 0
-	for _, it := range out.Items {
-		ch := dynamo.StringAttr(it, "changes")
+	for _, ch := range groupFeedChanges(t, w, "group:g") {
 		named += strings.Count(ch, `"ann"`)
 		carl += strings.Count(ch, `"carl"`)
 		erased += strings.Count(ch, `{"erased":true}`)
@@ -163,59 +127,24 @@ func TestAnErasureOfADeletedNameTakesItsLatestIncarnation(t *testing.T) {
 	}
 	w.project(t)
 
-	erasures := map[string]string{"dee": uuid.NewString(), "eve": uuid.NewString()}
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "dee", Reason: "a request", ErasureID: erasures["dee"]}, w.meta())))
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "eve", Reason: "a request", ErasureID: erasures["eve"], AllIncarnations: true}, w.meta())))
-	w.project(t)
-	for name, id := range erasures {
-		e, err := x.Ledger().Get(ctx, "s", "t", id)
-		if err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
-			t.Fatalf("%s's erasure %+v, %v", name, e, err)
-		}
-		hashes := strings.Join(e.IDHashes, " ")
-		if !strings.Contains(hashes, identity.ErasedIDHash(ids[name][1])) {
-			t.Errorf("%s: the ledger misses the latest deleted incarnation's id", name)
-		}
-		if earlier := strings.Contains(hashes, identity.ErasedIDHash(ids[name][0])); earlier != (name == "eve") {
-			t.Errorf("%s: the ledger holds the earlier incarnation's id: %v", name, earlier)
-		}
-	}
-	var all strings.Builder
-	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
-		out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range out.Items {
-			for _, v := range it {
-				if s, ok := v.(*types.AttributeValueMemberS); ok {
-					all.WriteString(s.Value + "\n")
-				}
-			}
-		}
-	}
+	eraseByDefaultAndAll(t, w, x, ids, "dee", "eve")
+	all := tenantText(t, w)
 	// dee: the earlier person is kept (history, the group records naming their id).
 	for _, kept := range []string{"Firstpersondee", ids["dee"][0]} {
-		if !strings.Contains(all.String(), kept) {
+		if !strings.Contains(all, kept) {
 			t.Errorf("dee's earlier incarnation lost %q", kept)
 		}
 	}
 	// Gone: dee's latest incarnation, and both of eve's.
 	for _, gone := range []string{"Secondpersondee", ids["dee"][1], "Firstpersoneve", "Secondpersoneve", ids["eve"][0], ids["eve"][1], "user#eve", "member#eve", "user:eve"} {
-		if strings.Contains(all.String(), gone) {
+		if strings.Contains(all, gone) {
 			t.Errorf("%q is left after the erasure", gone)
 		}
 	}
 	// The group's feed still names the earlier dee (her add and her removal by the
 	// delete), and every change of the erased ones as an erased member.
-	out, err := w.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(w.row.ActivitiesTable), KeyConditionExpression: aws.String("pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: projections.EntityPK("group:g")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dee, eve := 0, 0
-	for _, it := range out.Items {
-		ch := dynamo.StringAttr(it, "changes")
+	for _, ch := range groupFeedChanges(t, w, "group:g") {
 		dee += strings.Count(ch, `"dee"`)
 		eve += strings.Count(ch, `"eve"`)
 	}
@@ -232,4 +161,69 @@ func TestAnErasureOfADeletedNameTakesItsLatestIncarnation(t *testing.T) {
 			t.Errorf("%s again at version %d", name, u.Version)
 		}
 	}
+}
+
+// eraseByDefaultAndAll erases byDefault's name as requested by default and all's with
+// all_incarnations, projects, and checks that each ledger entry names the last incarnation
+// (ids[name][1]) and the earlier one (ids[name][0]) only for all.
+func eraseByDefaultAndAll(t *testing.T, w *commandWorld, x *erasure.Eraser, ids map[string][]string, byDefault, all string) {
+	t.Helper()
+	ctx := context.Background()
+	erasures := map[string]string{byDefault: uuid.NewString(), all: uuid.NewString()}
+	for _, name := range []string{byDefault, all} {
+		id := erasures[name]
+		if _, err := commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: name, Reason: "a request", ErasureID: id, AllIncarnations: name == all}, w.meta()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.project(t)
+	for name, id := range erasures {
+		e, err := x.Ledger().Get(ctx, "s", "t", id)
+		if err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+			t.Fatalf("%s's erasure %+v, %v", name, e, err)
+		}
+		hashes := strings.Join(e.IDHashes, " ")
+		if !strings.Contains(hashes, identity.ErasedIDHash(ids[name][1])) {
+			t.Errorf("%s: the ledger misses the last incarnation's id", name)
+		}
+		if earlier := strings.Contains(hashes, identity.ErasedIDHash(ids[name][0])); earlier != (name == all) {
+			t.Errorf("%s: the ledger holds the earlier incarnation's id: %v", name, earlier)
+		}
+	}
+}
+
+// tenantText is every string value in the tenant's write, view and activity tables, a
+// line each.
+func tenantText(t *testing.T, w *commandWorld) string {
+	t.Helper()
+	var b strings.Builder
+	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
+		out, err := w.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			for _, v := range it {
+				if s, ok := v.(*types.AttributeValueMemberS); ok {
+					b.WriteString(s.Value + "\n")
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// groupFeedChanges is the changes attribute of each item of an entity's activity feed.
+func groupFeedChanges(t *testing.T, w *commandWorld, entity string) []string {
+	t.Helper()
+	out, err := w.db.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String(w.row.ActivitiesTable), KeyConditionExpression: aws.String("pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: projections.EntityPK(entity)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, it := range out.Items {
+		changes = append(changes, dynamo.StringAttr(it, "changes"))
+	}
+	return changes
 }
