@@ -2,6 +2,7 @@ package erasure
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +69,7 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 		}
 		if u, ok := events.UserState(r.payload); ok {
 			subj.AddUser(u)
-			if len(u.FormerNames) > 0 {
-				subj.Former = u.FormerNames
-			}
+			subj.Former = mergeFormer(subj.Former, u.FormerNames)
 			if u.Email != "" {
 				emails[u.Email] = true
 			}
@@ -88,6 +87,21 @@ func (x *Eraser) readUserPartition(ctx context.Context, table string, subj *Subj
 		}
 	}
 	return emails, exts, sks, nil
+}
+
+// mergeFormer adds to former the names of names it does not hold yet. An incarnation's
+// later states list its earlier states' former names again; with AllIncarnations an
+// earlier incarnation may have come to the name by a rename too, and its former names are
+// erased as well as the last one's.
+func mergeFormer(former, names []events.FormerName) []events.FormerName {
+	for _, f := range names {
+		if !slices.ContainsFunc(former, func(g events.FormerName) bool {
+			return g.Username == f.Username && g.From.Equal(f.From) && g.Until.Equal(f.Until)
+		}) {
+			former = append(former, f)
+		}
+	}
+	return former
 }
 
 // partitionAttrs are the attributes readUserPartition reads of the user's items: the

@@ -227,3 +227,49 @@ func groupFeedChanges(t *testing.T, w *commandWorld, entity string) []string {
 	}
 	return changes
 }
+
+// TestAllIncarnationsReachEveryOnesFormerNames: two people came to the name ann by a
+// rename — vera, renamed ann and deleted, then walt, renamed ann. Erasing ann with
+// all_incarnations erases both, under their former names too: nothing names either by
+// name, id or value afterwards, and bob, who shared a group with both, stays.
+func TestAllIncarnationsReachEveryOnesFormerNames(t *testing.T) {
+	w := newCommandWorld(t)
+	ctx := context.Background()
+	x := w.erasing()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())))
+	var ids []string
+	for _, former := range []string{"vera", "walt"} {
+		u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: former, Email: former + ".canary@example.org", FirstName: "First" + former}, w.meta())
+		must(err)
+		ids = append(ids, u.ID)
+		must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{former, "bob"}}, w.meta())))
+		must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: former, NewUsername: "ann"}, w.meta())))
+		if former == "vera" {
+			must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "ann"}, w.meta())))
+		}
+	}
+	w.project(t)
+
+	erasureID := uuid.NewString()
+	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID, AllIncarnations: true}, w.meta())))
+	w.project(t)
+	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
+		t.Fatalf("the erasure: %+v, %v", e, err)
+	}
+	all := tenantText(t, w)
+	for _, gone := range []string{"Firstvera", "vera.canary", ids[0], "user#vera", "member#vera", "user:vera", "Firstwalt", "walt.canary", ids[1], "user#walt", "member#walt", "user:walt"} {
+		if strings.Contains(all, gone) {
+			t.Errorf("%q is left after erasing every incarnation of ann", gone)
+		}
+	}
+	if !strings.Contains(all, "member#bob") {
+		t.Error("bob's membership is gone too: the erasure took a bystander")
+	}
+}
