@@ -138,7 +138,7 @@ func (w writer) upsert(ctx context.Context, u Upsert) error {
 		return nil // the stored item is already this version or newer
 	}
 	if err != nil {
-		return fmt.Errorf("upsert %s in %s: %w", itemKey(u.Item, "id"), w.tables.Users, err)
+		return fmt.Errorf("upsert %s in %s: %w", logItemKey(u.Item, "id"), w.tables.Users, err)
 	}
 	return nil
 }
@@ -456,9 +456,14 @@ func configKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(id), "sk": str(dynamo.SKConfig)}
 }
 
-// itemKey is "<pk>/<sk>" of an item whose partition key is named pk, for an error text
-// (names hashed: dynamo.LogItemKey).
+// itemKey is "<pk>/<sk>" of an item whose partition key is named pk: what tells items
+// apart (batches, queues, the committer's notices). Never for an error text: logItemKey.
 func itemKey(item Item, pk string) string {
+	return dynamo.StringAttr(item, pk) + "/" + dynamo.StringAttr(item, "sk")
+}
+
+// logItemKey is an item's key for an error text (names hashed: dynamo.LogItemKey).
+func logItemKey(item Item, pk string) string {
 	return dynamo.LogItemKey(dynamo.StringAttr(item, pk), dynamo.StringAttr(item, "sk"))
 }
 

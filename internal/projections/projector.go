@@ -146,7 +146,7 @@ func (p *Projector) apply(ctx context.Context, t Tables, e events.Envelope, view
 		// with the batch the concurrent events' items fill.
 		return each(ctx, 2, fx.Activities, func(ctx context.Context, it Item) error {
 			if err := p.activities.write(ctx, t.Activities, it); err != nil {
-				return fmt.Errorf("put activity %s in %s: %w", itemKey(it, "pk"), t.Activities, err)
+				return fmt.Errorf("put activity %s in %s: %w", logItemKey(it, "pk"), t.Activities, err)
 			}
 			return nil
 		})
