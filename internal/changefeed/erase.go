@@ -84,7 +84,8 @@ func Erase(ctx context.Context, db EraseDB, table, system, tenant string, ids, u
 				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["time"]))
 				isName = func(v string) bool { return names[v] && heldAt(v, at) }
 			}
-			raw, err := json.Marshal(eraseMembers(ev, erased, isName))
+			out, _ := eraseIn(ev, func(id string) bool { return erased[id] }, isName)
+			raw, err := json.Marshal(out)
 			if err != nil {
 				return fmt.Errorf("change feed: encode a change: %w", err)
 			}
@@ -113,29 +114,36 @@ func Erase(ctx context.Context, db EraseDB, table, system, tenant string, ids, u
 	return nil
 }
 
-// eraseMembers replaces every object of v that names an erased id as its user_id, and
-// every string that is an erased username, by an erased member.
-func eraseMembers(v any, erased map[string]bool, usernames func(string) bool) any {
+// eraseIn replaces, in v (in place where it can), every object whose user_id erasedID
+// says is erased, and every string that name says is an erased person's name, by an
+// erased member; either may be nil. It returns the result and whether it replaced any.
+func eraseIn(v any, erasedID, name func(string) bool) (any, bool) {
 	switch x := v.(type) {
 	case map[string]any:
-		if id, ok := x["user_id"].(string); ok && erased[id] {
-			return map[string]any{"erased": true}
+		if id, ok := x["user_id"].(string); ok && erasedID != nil && erasedID(id) {
+			return map[string]any{"erased": true}, true
 		}
+		changed := false
 		for k, e := range x {
-			x[k] = eraseMembers(e, erased, usernames)
+			var c bool
+			x[k], c = eraseIn(e, erasedID, name)
+			changed = changed || c
 		}
-		return x
+		return x, changed
 	case []any:
+		changed := false
 		for i, e := range x {
-			x[i] = eraseMembers(e, erased, usernames)
+			var c bool
+			x[i], c = eraseIn(e, erasedID, name)
+			changed = changed || c
 		}
-		return x
+		return x, changed
 	case string:
-		if usernames(x) {
-			return map[string]any{"erased": true}
+		if name != nil && name(x) {
+			return map[string]any{"erased": true}, true
 		}
 	}
-	return v
+	return v, false
 }
 
 func isConditionFailed(err error) bool {

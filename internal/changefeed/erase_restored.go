@@ -59,12 +59,12 @@ func EraseRestored(ctx context.Context, db RestoredDB, table, system, tenant str
 				if err := json.Unmarshal([]byte(strAttr(it, attrEvent)), &ev); err != nil {
 					return n, fmt.Errorf("change feed: decode a change: %w", err)
 				}
-				changed := eraseMembersBy(ev, erased)
+				ev, changed := eraseIn(ev, erased, nil)
 				if doc, ok := ev.(map[string]any); ok && named != nil {
 					at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(doc["time"]))
 					if data, ok := doc["data"].(map[string]any); ok && !at.IsZero() {
 						var c bool
-						doc["data"], c = eraseNamesBy(data, func(v string) bool { return named(v, at) })
+						doc["data"], c = eraseIn(data, nil, func(v string) bool { return named(v, at) })
 						changed = changed || c
 					}
 				}
@@ -91,63 +91,4 @@ func EraseRestored(ctx context.Context, db RestoredDB, table, system, tenant str
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
-}
-
-// eraseNamesBy replaces, in v, every string value that name says is an erased person's by
-// an erased member; it reports whether it replaced any.
-func eraseNamesBy(v any, name func(string) bool) (any, bool) {
-	switch x := v.(type) {
-	case map[string]any:
-		changed := false
-		for k, e := range x {
-			var c bool
-			x[k], c = eraseNamesBy(e, name)
-			changed = changed || c
-		}
-		return x, changed
-	case []any:
-		changed := false
-		for i, e := range x {
-			var c bool
-			x[i], c = eraseNamesBy(e, name)
-			changed = changed || c
-		}
-		return x, changed
-	case string:
-		if name(x) {
-			return map[string]any{"erased": true}, true
-		}
-	}
-	return v, false
-}
-
-// eraseMembersBy replaces, in place, every object of v whose user_id is erased by an erased
-// member; it reports whether it replaced any.
-func eraseMembersBy(v any, erased func(string) bool) bool {
-	changed := false
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if m, ok := e.(map[string]any); ok {
-				if id, ok := m["user_id"].(string); ok && erased(id) {
-					x[k] = map[string]any{"erased": true}
-					changed = true
-					continue
-				}
-			}
-			changed = eraseMembersBy(e, erased) || changed
-		}
-	case []any:
-		for i, e := range x {
-			if m, ok := e.(map[string]any); ok {
-				if id, ok := m["user_id"].(string); ok && erased(id) {
-					x[i] = map[string]any{"erased": true}
-					changed = true
-					continue
-				}
-			}
-			changed = eraseMembersBy(e, erased) || changed
-		}
-	}
-	return changed
 }

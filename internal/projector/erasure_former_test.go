@@ -25,27 +25,21 @@ func TestAnErasureReachesWhatThePersonDidUnderAFormerName(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	olga, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", Email: "olga.canary@example.org", FirstName: "Olgacanary"}, w.meta())
-	must(err)
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())))
 	for _, g := range []string{"G", "H", "K"} {
-		must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: g}, w.meta())))
+		must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: g}, w.meta())))
 	}
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
-	must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "h", Add: []string{"olga", "bob"}}, w.meta())))
-	must(second(commands.NewUpdateUserHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateUser{Username: "olga", LastName: strPtr("Olgalastcanary")}, w.meta())))
-	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "k", Username: "petra"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(t, second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "h", Add: []string{"olga", "bob"}}, w.meta())))
+	must(t, second(commands.NewUpdateUserHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateUser{Username: "olga", LastName: strPtr("Olgalastcanary")}, w.meta())))
+	must(t, second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "k", Username: "petra"}, w.meta())))
 	w.project(t)
 
 	erasureID := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
 	w.project(t)
 	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
 		t.Fatalf("the erasure: %+v, %v", e, err)
@@ -58,7 +52,7 @@ func TestAnErasureReachesWhatThePersonDidUnderAFormerName(t *testing.T) {
 		var start map[string]types.AttributeValue
 		for {
 			out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true), ExclusiveStartKey: start})
-			must(err)
+			must(t, err)
 			for _, it := range out.Items {
 				for attr, v := range it {
 					sv, ok := v.(*types.AttributeValueMemberS)
@@ -100,21 +94,15 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	first, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", FirstName: "Firstolga"}, w.meta())
-	must(err)
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
-	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(t, second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
 	later, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", FirstName: "Laterolga"}, w.meta())
-	must(err)
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
-	must(second(commands.NewUpdateUserHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateUser{Username: "olga", LastName: strPtr("Laterlast")}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(t, second(commands.NewUpdateUserHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateUser{Username: "olga", LastName: strPtr("Laterlast")}, w.meta())))
 	w.project(t)
 
 	// What the later olga has, before the erasure.
@@ -125,7 +113,7 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 		} {
 			out, err := w.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(q.table), KeyConditionExpression: aws.String("#p = :p"),
 				ExpressionAttributeNames: map[string]string{"#p": q.pkName}, ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: q.pk}}})
-			must(err)
+			must(t, err)
 			for _, it := range out.Items {
 				text := dynamo.StringAttr(it, "data") + dynamo.StringAttr(it, "changes")
 				// The first olga's: her own events, and the copies of her membership changes
@@ -148,7 +136,7 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 	}
 
 	erasureID := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
 	w.project(t)
 	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
 		t.Fatalf("the erasure: %+v, %v", e, err)
@@ -173,7 +161,7 @@ func TestAnErasureUnderAFormerNameLeavesItsLaterHolderWhole(t *testing.T) {
 	// The first olga is gone from every table.
 	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
 		out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		must(err)
+		must(t, err)
 		for _, it := range out.Items {
 			for _, v := range it {
 				if sv, ok := v.(*types.AttributeValueMemberS); ok && (strings.Contains(sv.Value, first.ID) || strings.Contains(sv.Value, "Firstolga")) {
@@ -193,21 +181,15 @@ func TestAnErasureTakesItsMembershipTombstonesUnderAFormerNameAnotherNowHolds(t 
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga"}, w.meta())))
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga"}, w.meta())))
 	for _, g := range []string{"G", "K"} {
-		must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: g}, w.meta())))
-		must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: g, Username: "olga"}, w.meta())))
+		must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: g}, w.meta())))
+		must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: g, Username: "olga"}, w.meta())))
 	}
-	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga"}, w.meta())))
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "k", Username: "olga"}, w.meta())))
-	must(second(commands.NewRemoveMemberHandler(w.deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "k", Username: "olga"}, w.meta())))
+	must(t, second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "olga", NewUsername: "petra"}, w.meta())))
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "k", Username: "olga"}, w.meta())))
+	must(t, second(commands.NewRemoveMemberHandler(w.deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "k", Username: "olga"}, w.meta())))
 	w.project(t)
 
 	first := w.get(t, w.row.UsersTable, idsk("group#g", dynamo.MemberSK("olga")))
@@ -220,14 +202,14 @@ func TestAnErasureTakesItsMembershipTombstonesUnderAFormerNameAnotherNowHolds(t 
 	}
 
 	erasureID := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "petra", Reason: "a request", ErasureID: erasureID}, w.meta())))
 	w.project(t)
 	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
 		t.Fatalf("the erasure: %+v, %v", e, err)
 	}
 	plain := func(it map[string]types.AttributeValue) string {
 		var m map[string]any
-		must(attributevalue.UnmarshalMap(it, &m))
+		must(t, attributevalue.UnmarshalMap(it, &m))
 		return fmt.Sprint(m)
 	}
 	if m := w.get(t, w.row.UsersTable, idsk("group#g", dynamo.MemberSK("olga"))); m != nil {

@@ -25,33 +25,27 @@ func TestAnErasureTakesTheIncarnationTheNameResolvesTo(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "carl"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "carl"}, w.meta())))
 	// ids[name] are the ids of the two incarnations of name, in order.
 	ids := map[string][]string{}
 	for _, name := range []string{"ann", "bob"} {
 		for _, first := range []string{"Firstperson", "Secondperson"} {
 			u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: name, FirstName: first + name}, w.meta())
-			must(err)
+			must(t, err)
 			ids[name] = append(ids[name], u.ID)
 			if first == "Firstperson" {
-				must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: name}, w.meta())))
+				must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: name}, w.meta())))
 			} else {
 				// In bulk (one feed item per member, of one version), ann with a bystander.
 				add := []string{name}
 				if name == "ann" {
 					add = append(add, "carl")
 				}
-				must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: add}, w.meta())))
+				must(t, second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: add}, w.meta())))
 			}
 			if first == "Firstperson" {
-				must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: name}, w.meta())))
+				must(t, second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: name}, w.meta())))
 			}
 		}
 	}
@@ -107,22 +101,16 @@ func TestAnErasureOfADeletedNameTakesItsLatestIncarnation(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
 	// ids[name] are the ids of the two incarnations of name, in order; both deleted.
 	ids := map[string][]string{}
 	for _, name := range []string{"dee", "eve"} {
 		for _, first := range []string{"Firstperson", "Secondperson"} {
 			u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: name, FirstName: first + name}, w.meta())
-			must(err)
+			must(t, err)
 			ids[name] = append(ids[name], u.ID)
-			must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: name}, w.meta())))
-			must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: name}, w.meta())))
+			must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: name}, w.meta())))
+			must(t, second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: name}, w.meta())))
 		}
 	}
 	w.project(t)
@@ -236,29 +224,23 @@ func TestAllIncarnationsReachEveryOnesFormerNames(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())))
 	var ids []string
 	for _, former := range []string{"vera", "walt"} {
 		u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: former, Email: former + ".canary@example.org", FirstName: "First" + former}, w.meta())
-		must(err)
+		must(t, err)
 		ids = append(ids, u.ID)
-		must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{former, "bob"}}, w.meta())))
-		must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: former, NewUsername: "ann"}, w.meta())))
+		must(t, second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{former, "bob"}}, w.meta())))
+		must(t, second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: former, NewUsername: "ann"}, w.meta())))
 		if former == "vera" {
-			must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "ann"}, w.meta())))
+			must(t, second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "ann"}, w.meta())))
 		}
 	}
 	w.project(t)
 
 	erasureID := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID, AllIncarnations: true}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID, AllIncarnations: true}, w.meta())))
 	w.project(t)
 	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
 		t.Fatalf("the erasure: %+v, %v", e, err)

@@ -47,16 +47,10 @@ func TestAMembersChangeDecidedBeforeAnErasureNeverCommitsAfterIt(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	ann, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann", Email: "ann.canary@example.org", FirstName: "Anncanary"}, w.meta())
-	must(err)
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "carl"}, w.meta())))
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "carl"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
 	w.project(t)
 
 	erasureID := uuid.NewString()
@@ -84,7 +78,7 @@ func TestAMembersChangeDecidedBeforeAnErasureNeverCommitsAfterIt(t *testing.T) {
 		var start map[string]types.AttributeValue
 		for {
 			out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true), ExclusiveStartKey: start})
-			must(err)
+			must(t, err)
 			for _, it := range out.Items {
 				for attr, v := range it {
 					sv, ok := v.(*types.AttributeValueMemberS)
@@ -142,19 +136,13 @@ func TestASingleMemberChangeDecidedBeforeAnEraseNeverCommitsAfterIt(t *testing.T
 		t.Run(tc.name, func(t *testing.T) {
 			w := newCommandWorld(t)
 			ctx := context.Background()
-			must := func(err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann"}, w.meta())))
-			must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+			must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann"}, w.meta())))
+			must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
 			if tc.member {
-				must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
+				must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
 			}
 			before, err := w.deps.Store.LoadGroup(ctx, w.tenant, "g")
-			must(err)
+			must(t, err)
 
 			late := &lateStore{Store: w.deps.Store, on: tc.on}
 			late.beforeCommit = func() {
@@ -170,7 +158,7 @@ func TestASingleMemberChangeDecidedBeforeAnEraseNeverCommitsAfterIt(t *testing.T
 				t.Errorf("the %s answered %v, want not found: ann was erased before it committed", tc.name, err)
 			}
 			after, err := w.deps.Store.LoadGroup(ctx, w.tenant, "g")
-			must(err)
+			must(t, err)
 			if after.State.Version != before.State.Version {
 				t.Errorf("the group went from version %d to %d: a record was written after ann's erasure", before.State.Version, after.State.Version)
 			}

@@ -26,26 +26,20 @@ func TestAnErasureTakesTheMembershipsInItsIncarnationsFeed(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
 	// The group's versions run ahead of ann's: every membership change is at version 5 or
 	// more, and the incarnation erased starts at version 3.
 	for _, d := range []string{"one", "two", "three"} {
-		must(second(commands.NewUpdateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateGroup{Name: "g", Description: aws.String(d)}, w.meta())))
+		must(t, second(commands.NewUpdateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.UpdateGroup{Name: "g", Description: aws.String(d)}, w.meta())))
 	}
 	first, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann"}, w.meta())
-	must(err)
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
-	must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "ann"}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
+	must(t, second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "ann"}, w.meta())))
 	last, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann"}, w.meta())
-	must(err)
-	must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{"ann"}}, w.meta())))
-	must(second(commands.NewRemoveMemberHandler(w.deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "g", Username: "ann"}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{"ann"}}, w.meta())))
+	must(t, second(commands.NewRemoveMemberHandler(w.deps).Handle(ctx, w.tenant, commands.RemoveMember{Group: "g", Username: "ann"}, w.meta())))
 	w.project(t)
 
 	feed := func() []string {
@@ -71,7 +65,7 @@ func TestAnErasureTakesTheMembershipsInItsIncarnationsFeed(t *testing.T) {
 	}
 
 	id := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: id}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: id}, w.meta())))
 	w.project(t)
 	if e, err := x.Ledger().Get(ctx, "s", "t", id); err != nil || e.Places[commands.PlaceActivities] != dynamo.ErasureStatusDone {
 		t.Fatalf("the erasure: %+v, %v", e, err)

@@ -134,19 +134,13 @@ func TestARerunErasureLeavesTheNextUserOfTheNameWhole(t *testing.T) {
 	x := erasure.NewEraser(db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond})
 	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
 
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann", Email: "ann.old@example.org", FirstName: "Old"}, w.meta())))
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann", Email: "ann.old@example.org", FirstName: "Old"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
 	w.project(t)
 
 	erasureID := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "ann", Reason: "a request", ErasureID: erasureID}, w.meta())))
 	recs := w.newRecords(t)
 	var erased streams.Record
 	for _, r := range recs {
@@ -174,8 +168,8 @@ func TestARerunErasureLeavesTheNextUserOfTheNameWhole(t *testing.T) {
 
 	// The name is free: a new ann is created, joins the group, and is projected.
 	newID := ""
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann", Email: "ann.new@example.org", FirstName: "New"}, w.meta())))
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "ann", Email: "ann.new@example.org", FirstName: "New"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "ann"}, w.meta())))
 	w.project(t)
 	agg, err := w.deps.Store.LoadUser(ctx, w.tenant, "ann")
 	if err != nil || !agg.Live() {
@@ -227,3 +221,11 @@ func TestARerunErasureLeavesTheNextUserOfTheNameWhole(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// must fails the test at once on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -28,29 +28,23 @@ func TestAResumedErasureOfAllIncarnationsTakesThemAll(t *testing.T) {
 	x := erasure.NewEraser(w.db, w.names, w.tenants, events.NewRegistry(), erasure.Options{Settle: time.Millisecond, Budget: time.Nanosecond})
 	w.handler.Erase(x, erasure.NewFilter(erasure.NewLedger(w.db, w.names), time.Millisecond))
 	w.handler.DetachErasures()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	var ids []string
 	for _, first := range []string{"Firstpersonbob", "Secondpersonbob"} {
 		u, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob", FirstName: first}, w.meta())
-		must(err)
+		must(t, err)
 		ids = append(ids, u.ID)
 		if first == "Firstpersonbob" {
-			must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "bob"}, w.meta())))
+			must(t, second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "bob"}, w.meta())))
 		}
 	}
 	w.project(t)
 
 	id := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "bob", Reason: "a request", ErasureID: id, AllIncarnations: true}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "bob", Reason: "a request", ErasureID: id, AllIncarnations: true}, w.meta())))
 	w.project(t) // the record's one call
 	for calls := 0; ; calls++ {
 		e, err := x.Ledger().Get(ctx, "s", "t", id)
-		must(err)
+		must(t, err)
 		if e.Places[commands.PlaceWriteModel] == dynamo.ErasureStatusDone {
 			break
 		}
@@ -59,13 +53,13 @@ func TestAResumedErasureOfAllIncarnationsTakesThemAll(t *testing.T) {
 		}
 		// What the resume task (and `ssodirctl erasures resume`) calls for one erasure.
 		again, err := x.Resume(ctx, "s", "t", id)
-		must(err)
+		must(t, err)
 		time.Sleep(time.Until(again))
 	}
 
 	for _, table := range []string{w.row.CommandsTable, w.row.UsersTable, w.row.ActivitiesTable} {
 		out, err := w.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		must(err)
+		must(t, err)
 		for _, it := range out.Items {
 			for k, v := range it {
 				s, ok := v.(*types.AttributeValueMemberS)

@@ -26,26 +26,20 @@ func TestAGroupDeleteShowsInItsMembersFeeds(t *testing.T) {
 	w := newCommandWorld(t)
 	ctx := context.Background()
 	x := w.erasing()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	olga, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "olga", Email: "olga.canary@example.org", FirstName: "Olgacanary"}, w.meta())
-	must(err)
+	must(t, err)
 	bob, err := commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "bob"}, w.meta())
-	must(err)
-	must(second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "cid"}, w.meta())))
-	must(second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
-	must(second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
-	must(second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{"bob", "cid"}}, w.meta())))
-	must(second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "cid"}, w.meta())))
-	must(second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "bob", NewUsername: "robert"}, w.meta())))
+	must(t, err)
+	must(t, second(commands.NewCreateUserHandler(w.deps, nil).Handle(ctx, w.tenant, commands.CreateUser{Username: "cid"}, w.meta())))
+	must(t, second(commands.NewCreateGroupHandler(w.deps).Handle(ctx, w.tenant, commands.CreateGroup{Name: "G"}, w.meta())))
+	must(t, second(commands.NewAddMemberHandler(w.deps).Handle(ctx, w.tenant, commands.AddMember{Group: "g", Username: "olga"}, w.meta())))
+	must(t, second(commands.NewChangeMembersHandler(w.deps).Handle(ctx, w.tenant, commands.ChangeMembers{Group: "g", Add: []string{"bob", "cid"}}, w.meta())))
+	must(t, second(commands.NewDeleteUserHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteUser{Username: "cid"}, w.meta())))
+	must(t, second(commands.NewRenameUserHandler(w.deps).Handle(ctx, w.tenant, commands.RenameUser{Username: "bob", NewUsername: "robert"}, w.meta())))
 	version, err := commands.NewDeleteGroupHandler(w.deps).Handle(ctx, w.tenant, commands.DeleteGroup{Name: "g"}, w.meta())
-	must(err)
+	must(t, err)
 	env, err := w.deps.Store.LoadRecord(ctx, w.tenant, events.KindGroup, "g", version)
-	must(err)
+	must(t, err)
 	p := env.Payload.(*events.GroupDeleted)
 	var listed []string
 	for _, m := range p.Members {
@@ -61,7 +55,7 @@ func TestAGroupDeleteShowsInItsMembersFeeds(t *testing.T) {
 		out, err := w.db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(w.row.ActivitiesTable), KeyConditionExpression: aws.String("pk = :p"),
 			ConsistentRead:            aws.Bool(true),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: projections.EntityPK(entity)}}})
-		must(err)
+		must(t, err)
 		var got []map[string]types.AttributeValue
 		for _, it := range out.Items {
 			if dynamo.StringAttr(it, "type") == string(events.GroupDeletedType) {
@@ -77,7 +71,7 @@ func TestAGroupDeleteShowsInItsMembersFeeds(t *testing.T) {
 		}
 		it := items[0]
 		var ch map[string]events.Change
-		must(json.Unmarshal([]byte(dynamo.StringAttr(it, "changes")), &ch))
+		must(t, json.Unmarshal([]byte(dynamo.StringAttr(it, "changes")), &ch))
 		if dynamo.StringAttr(it, "entity") != "group:g" || dynamo.StringAttr(it, "user_id") != c.id || ch["group"].Old != "G" || ch["group"].New != nil {
 			t.Errorf("%s's item: entity %s user_id %s changes %v, want group:g, their id, group G → null", c.entity,
 				dynamo.StringAttr(it, "entity"), dynamo.StringAttr(it, "user_id"), ch)
@@ -88,7 +82,7 @@ func TestAGroupDeleteShowsInItsMembersFeeds(t *testing.T) {
 	}
 
 	erasureID := uuid.NewString()
-	must(second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "olga", Reason: "a request", ErasureID: erasureID}, w.meta())))
+	must(t, second(commands.NewEraseUserHandler(w.deps).Handle(ctx, w.tenant, commands.EraseUser{Username: "olga", Reason: "a request", ErasureID: erasureID}, w.meta())))
 	w.project(t)
 	if e, err := x.Ledger().Get(ctx, "s", "t", erasureID); err != nil || e.Places[commands.PlaceWriteModel] != dynamo.ErasureStatusDone {
 		t.Fatalf("the erasure: %+v, %v", e, err)
@@ -98,7 +92,7 @@ func TestAGroupDeleteShowsInItsMembersFeeds(t *testing.T) {
 		p := dynamodb.NewScanPaginator(w.db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
 		for p.HasMorePages() {
 			out, err := p.NextPage(ctx)
-			must(err)
+			must(t, err)
 			for _, it := range out.Items {
 				for attr, v := range it {
 					sv, ok := v.(*types.AttributeValueMemberS)
@@ -119,7 +113,7 @@ func TestAGroupDeleteShowsInItsMembersFeeds(t *testing.T) {
 		t.Errorf("robert's feed has %d group.deleted items after olga's erasure, want 1", len(items))
 	}
 	env, err = w.deps.Store.LoadRecord(ctx, w.tenant, events.KindGroup, "g", version)
-	must(err)
+	must(t, err)
 	if ms := env.Payload.(*events.GroupDeleted).Members; len(ms) != 2 || !ms[0].Erased || ms[1].Username != "robert" {
 		t.Errorf("the delete's record after the erasure lists %+v, want an erased member and robert", ms)
 	}
