@@ -349,8 +349,11 @@ func jvmPID(l *dynamotest.Local) int {
 }
 
 // cpuTime is the CPU time (user and system) a process has used so far; 0 if it is gone.
-func cpuTime(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func cpuTime(pid int) time.Duration { return statCPU(fmt.Sprintf("/proc/%d/stat", pid)) }
+
+// statCPU is the CPU time a /proc stat file (of a process or of one of its threads) counts.
+func statCPU(path string) time.Duration {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -365,17 +368,32 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// jitTime is the CPU time the JVM pid's JIT compiler threads ("C1 CompilerThread…", "C2
+// CompilerThread…") have used (0 if pid is 0 or gone).
+func jitTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*", pid))
+	var total time.Duration
+	for _, t := range tasks {
+		comm, err := os.ReadFile(t + "/comm")
+		if err != nil || !(bytes.HasPrefix(comm, []byte("C1 Compiler")) || bytes.HasPrefix(comm, []byte("C2 Compiler"))) {
+			continue
+		}
+		total += statCPU(t + "/stat")
+	}
+	return total
+}
+
 // cpuSnapshot is the CPU time used so far by the bench, the scenario's running services
 // and its DynamoDB Local.
 type cpuSnapshot map[string]time.Duration
 
 func (e *env) cpu() cpuSnapshot {
 	snap := cpuSnapshot{"ssodir-bench": cpuTime(os.Getpid())}
-	if e.jvm == 0 {
-		e.jvm = jvmPID(e.local)
-	}
-	if e.jvm != 0 {
-		snap["dynamodb-local"] = cpuTime(e.jvm)
+	if jvm := e.jvmPID(); jvm != 0 {
+		snap["dynamodb-local"] = cpuTime(jvm)
 	}
 	for _, s := range e.services {
 		select {
@@ -385,6 +403,14 @@ func (e *env) cpu() cpuSnapshot {
 		}
 	}
 	return snap
+}
+
+// jvmPID is the process id of the scenario's DynamoDB Local (0 if not found).
+func (e *env) jvmPID() int {
+	if e.jvm == 0 {
+		e.jvm = jvmPID(e.local)
+	}
+	return e.jvm
 }
 
 // addCPU adds to figures the CPU milliseconds per operation each process spent since

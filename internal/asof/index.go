@@ -137,6 +137,9 @@ func (x *Index) Apply(ctx context.Context, table string, e events.Envelope) erro
 	case *events.UserDeactivated:
 		return x.userStatus(ctx, table, p.User, e)
 	case *events.UserUpdated:
+		if statusKept(e) {
+			return nil
+		}
 		return x.userStatus(ctx, table, p.User, e)
 	case *events.UserRenamed:
 		return x.userLife(ctx, table, p.User.ID, p.User, 0, "", false)

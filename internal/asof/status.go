@@ -42,6 +42,16 @@ func (x *Index) userStatus(ctx context.Context, table string, u events.User, e e
 	return nil
 }
 
+// statusKept says that an update left the user's status as it was: its changes are known
+// and do not name is_active. Its status entry would only repeat the one before it (periods
+// of one status side by side are one period), so it is not written: most updates change a
+// profile, and each entry is a write into the read table. An update without changes (one
+// a replay makes from the write model's state, its history expired) is written.
+func statusKept(e events.Envelope) bool {
+	_, changed := e.Changes["is_active"]
+	return len(e.Changes) > 0 && !changed
+}
+
 // statusOf is the life item's attribute and value recording u's status after e.
 func statusOf(u events.User, e events.Envelope) (attr, value string) {
 	v := "0"
