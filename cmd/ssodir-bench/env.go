@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,7 +371,15 @@ func statCPU(path string) time.Duration {
 
 // jitTime is the CPU time the JVM pid's JIT compiler threads ("C1 CompilerThread…", "C2
 // CompilerThread…") have used (0 if pid is 0 or gone).
-func jitTime(pid int) time.Duration {
+func jitTime(pid int) time.Duration { return threadsTime(pid, "C1 Compiler", "C2 Compiler") }
+
+// sqliteTime is the CPU time of DynamoDB Local's SQLite thread ("SQLiteQueue[…]"), which
+// does the storage work of every table operation, one at a time.
+func sqliteTime(pid int) time.Duration { return threadsTime(pid, "SQLiteQueue") }
+
+// threadsTime is the CPU time the threads of pid whose names start with one of prefixes
+// have used (0 if pid is 0 or gone).
+func threadsTime(pid int, prefixes ...string) time.Duration {
 	if pid == 0 {
 		return 0
 	}
@@ -378,7 +387,7 @@ func jitTime(pid int) time.Duration {
 	var total time.Duration
 	for _, t := range tasks {
 		comm, err := os.ReadFile(t + "/comm")
-		if err != nil || !(bytes.HasPrefix(comm, []byte("C1 Compiler")) || bytes.HasPrefix(comm, []byte("C2 Compiler"))) {
+		if err != nil || !slices.ContainsFunc(prefixes, func(p string) bool { return bytes.HasPrefix(comm, []byte(p)) }) {
 			continue
 		}
 		total += statCPU(t + "/stat")

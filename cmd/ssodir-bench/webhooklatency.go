@@ -181,12 +181,13 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 			fmt.Sprintf("measured after a warm-up of %s at the same rate (at least %s, then until DynamoDB Local's JIT compiler used under %.0f%% of a core for %s, at most %s) whose changes had all arrived: a cold DynamoDB Local JVM costs 2-3x the CPU per write",
 				warmedFor, webhookWarmup[sc.Name], jitSettled*100, webhookWarmupSlice, webhookWarmupMax[sc.Name]),
 			"jit_ms_per_op: CPU per change of DynamoDB Local's JIT compiler threads in the window (part of cpu_ms_per_op.dynamodb-local)",
+			"sqlite_thread_ms_per_op: CPU per change of DynamoDB Local's one SQLite thread, which does the storage work of every table operation in turn (part of cpu_ms_per_op.dynamodb-local; per change at the rate, the share of that thread kept busy)",
 			"cpu_ms_per_op.<process>: CPU per change from the window's start until its last change arrived"},
 	}
 	for range sc.Reps {
 		var mu sync.Mutex
 		acked := map[string]time.Time{}
-		before, jitBefore := e.cpu(), jitTime(jvm)
+		before, jitBefore, sqliteBefore := e.cpu(), jitTime(jvm), sqliteTime(jvm)
 		n, err := open(ctx, rate, window, func(ctx context.Context, _ int) error {
 			key, at, err := create(ctx)
 			if err != nil {
@@ -227,6 +228,7 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		fig["load_1m"] = load
 		e.addCPU(fig, before, len(acked))
 		fig["jit_ms_per_op"] = ms(jitTime(jvm)-jitBefore) / float64(len(acked))
+		fig["sqlite_thread_ms_per_op"] = ms(sqliteTime(jvm)-sqliteBefore) / float64(len(acked))
 		r.add(fig, latencyFigures("", feedLats))
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("redeliveries seen: %d (at least once: a duplicate is allowed, the first arrival counts)", rx.duplicates.Load()))
