@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	replayUsers := fs.Int("replay-users", 0, "users of the replay scenario, 10 history records each (default: the scale's)")
 	eraseOthers := fs.Int("erase-others", 0, "items of other users in the erase scenario's tenant (default: the scale's: 20,000; tiny 1,000)")
 	webhookRate := fs.Float64("webhook-rate", 0, "changes a second of the events scenario's webhook latency (default: the issue's 100; tiny 20): a lower rate shows what the machine sustains within the target")
+	countRequests := fs.Bool("count-requests", false, "the events scenario's webhook latency also counts, through a proxy, the requests and written items a change costs the command API and the projector, by operation and table (the proxy costs the bench CPU: its latency is then not comparable)")
 	binDir := fs.String("bin", "", "build the services into this directory and keep them (for perf's symbols; default: a temporary one)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (in-process replay and reconcile included)")
 	serviceProfiles := fs.String("service-profiles", "", "write a CPU profile of every service process into this directory (<service>.<pid>)")
@@ -92,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *webhookRate > 0 {
 		sc.WebhookRate = *webhookRate
 	}
+	sc.CountRequests = *countRequests
 	selected := scenarios
 	if *only != "" {
 		want := strings.Split(*only, ",")

@@ -46,6 +46,9 @@ type scale struct {
 	EraseOthers int
 	// WebhookRate overrides the events scenario's webhook rate (-webhook-rate; 0: webhookRate).
 	WebhookRate float64
+	// CountRequests puts a tally between DynamoDB Local and the services of the webhook
+	// latency (-count-requests).
+	CountRequests bool
 	// FreshDB starts a DynamoDB Local per scenario (DYNAMODB-LOCAL.md, trap 1); the tiny
 	// scale shares one to stay fast.
 	FreshDB bool

@@ -75,14 +75,40 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		return nil, err
 	}
 	defer e.close()
-	api, err := e.start(ctx, "command-api", "SSO_PROVISION_WAIT=1m", "SSO_WEBHOOKS_ALLOW_PRIVATE=true")
+	// With -count-requests each service reaches DynamoDB Local through a tally of its own.
+	var tallies []*tally
+	via := func(label string) ([]string, error) {
+		if !sc.CountRequests {
+			return nil, nil
+		}
+		t, err := newTally(label, e.local.Endpoint, e.prefix)
+		if err != nil {
+			return nil, err
+		}
+		tallies = append(tallies, t)
+		return []string{"AWS_ENDPOINT_URL_DYNAMODB=" + t.url, "AWS_ENDPOINT_URL_DYNAMODB_STREAMS=" + t.url}, nil
+	}
+	defer func() {
+		for _, t := range tallies {
+			t.close()
+		}
+	}()
+	apiVia, err := via("command-api")
+	if err != nil {
+		return nil, err
+	}
+	api, err := e.start(ctx, "command-api", append(apiVia, "SSO_PROVISION_WAIT=1m", "SSO_WEBHOOKS_ALLOW_PRIVATE=true")...)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.provision(ctx, api); err != nil {
 		return nil, err
 	}
-	if _, err := e.start(ctx, "projector", "SSO_WEBHOOKS_ALLOW_PRIVATE=true"); err != nil {
+	projVia, err := via("projector")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.start(ctx, "projector", append(projVia, "SSO_WEBHOOKS_ALLOW_PRIVATE=true")...); err != nil {
 		return nil, err
 	}
 	rx, err := newReceiver()
@@ -188,6 +214,10 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		var mu sync.Mutex
 		acked := map[string]time.Time{}
 		before, jitBefore, sqliteBefore := e.cpu(), jitTime(jvm), sqliteTime(jvm)
+		counted := make([]tallySnapshot, len(tallies))
+		for i, t := range tallies {
+			counted[i] = t.snapshot()
+		}
 		n, err := open(ctx, rate, window, func(ctx context.Context, _ int) error {
 			key, at, err := create(ctx)
 			if err != nil {
@@ -229,6 +259,9 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		e.addCPU(fig, before, len(acked))
 		fig["jit_ms_per_op"] = ms(jitTime(jvm)-jitBefore) / float64(len(acked))
 		fig["sqlite_thread_ms_per_op"] = ms(sqliteTime(jvm)-sqliteBefore) / float64(len(acked))
+		for i, t := range tallies {
+			t.report(b, fig, counted[i], len(acked))
+		}
 		r.add(fig, latencyFigures("", feedLats))
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("redeliveries seen: %d (at least once: a duplicate is allowed, the first arrival counts)", rx.duplicates.Load()))
