@@ -40,6 +40,22 @@ func (h *history) add(sec float64, kind events.AggregateKind, key, actor string,
 	})
 }
 
+// applyIn applies es with x: "in order", or else shuffled by seed with every event twice
+// (the index is order-proof).
+func applyIn(t *testing.T, x *asof.Index, table string, es []events.Envelope, order string, seed int64) {
+	t.Helper()
+	es = slices.Clone(es)
+	if order != "in order" {
+		rand.New(rand.NewSource(seed)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
+		es = append(es, es...)
+	}
+	for _, e := range es {
+		if err := x.Apply(context.Background(), table, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func newTable(t *testing.T) (*asof.Index, *asof.Reader, string) {
 	t.Helper()
 	db := dynamotest.Current(t).DynamoDB()
@@ -137,16 +153,7 @@ func TestMembersAtInstantsBetweenEachStep(t *testing.T) {
 	for _, order := range []string{"in order", "shuffled twice"} {
 		t.Run(order, func(t *testing.T) {
 			x, r, table := newTable(t)
-			es := slices.Clone(h.es)
-			if order != "in order" {
-				rand.New(rand.NewSource(7)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
-				es = append(es, es...)
-			}
-			for _, e := range es {
-				if err := x.Apply(ctx, table, e); err != nil {
-					t.Fatal(err)
-				}
-			}
+			applyIn(t, x, table, h.es, order, 7)
 			if err := asof.Erase(ctx, dynamotest.Current(t).DynamoDB(), table, []string{asof.Hash("u-dave")}); err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package asof_test
 
 import (
 	"context"
-	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -78,16 +77,7 @@ func TestReportIsEveryIntervalOfTheRange(t *testing.T) {
 	for _, order := range []string{"in order", "shuffled twice"} {
 		t.Run(order, func(t *testing.T) {
 			x, _, table := newTable(t)
-			es := slices.Clone(h.es)
-			if order != "in order" {
-				rand.New(rand.NewSource(11)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
-				es = append(es, es...)
-			}
-			for _, e := range es {
-				if err := x.Apply(ctx, table, e); err != nil {
-					t.Fatal(err)
-				}
-			}
+			applyIn(t, x, table, h.es, order, 11)
 			if err := asof.Erase(ctx, dynamotest.Current(t).DynamoDB(), table, []string{asof.Hash("u-dave")}); err != nil {
 				t.Fatal(err)
 			}
@@ -159,21 +149,11 @@ func expiryStory() *history {
 // interval of the same pair; an interval the expiry ended shows removed_by system:expiry.
 // Built in order and shuffled with every record twice.
 func TestReportKeepsTheExpiryOfEachInterval(t *testing.T) {
-	ctx := context.Background()
 	h := expiryStory()
 	for _, order := range []string{"in order", "shuffled twice"} {
 		t.Run(order, func(t *testing.T) {
 			x, _, table := newTable(t)
-			es := slices.Clone(h.es)
-			if order != "in order" {
-				rand.New(rand.NewSource(38)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
-				es = append(es, es...)
-			}
-			for _, e := range es {
-				if err := x.Apply(ctx, table, e); err != nil {
-					t.Fatal(err)
-				}
-			}
+			applyIn(t, x, table, h.es, order, 38)
 			for _, c := range []struct {
 				name     string
 				from, to float64

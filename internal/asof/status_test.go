@@ -2,8 +2,6 @@ package asof_test
 
 import (
 	"context"
-	"math/rand"
-	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -66,16 +64,7 @@ func TestAnUpdateThatKeepsTheStatusWritesNoStatus(t *testing.T) {
 	for _, order := range []string{"in order", "shuffled twice"} {
 		t.Run(order, func(t *testing.T) {
 			_, _, table := newTable(t)
-			es := slices.Clone(h.es)
-			if order != "in order" {
-				rand.New(rand.NewSource(5)).Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
-				es = append(es, es...)
-			}
-			for _, e := range es {
-				if err := x.Apply(ctx, table, e); err != nil {
-					t.Fatal(err)
-				}
-			}
+			applyIn(t, x, table, h.es, order, 5)
 			rows := report(t, h, table, 0, 10, 3)
 			found := false
 			for _, r := range rows {
