@@ -123,7 +123,10 @@ func (t *tally) snapshot() tallySnapshot {
 }
 
 // report logs what was counted since before, per change, and adds the totals to figures
-// (requests_per_op.<label>, items_written_per_op.<label>).
+// (requests_per_op.<label>, items_written_per_op.<label>). A request is counted on each
+// table it names, so a transaction across two tables counts twice in requests_per_op: it
+// is DynamoDB Local's work by table (each table named costs it a schema read), not the
+// number of HTTP requests.
 func (t *tally) report(b *bench, figures map[string]float64, before tallySnapshot, changes int) {
 	if changes == 0 {
 		return
