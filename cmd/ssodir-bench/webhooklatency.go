@@ -108,7 +108,8 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.start(ctx, "projector", append(projVia, "SSO_WEBHOOKS_ALLOW_PRIVATE=true")...); err != nil {
+	proj, err := e.start(ctx, "projector", append(projVia, "SSO_WEBHOOKS_ALLOW_PRIVATE=true")...)
+	if err != nil {
 		return nil, err
 	}
 	rx, err := newReceiver()
@@ -208,7 +209,9 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 				warmedFor, webhookWarmup[sc.Name], jitSettled*100, webhookWarmupSlice, webhookWarmupMax[sc.Name]),
 			"jit_ms_per_op: CPU per change of DynamoDB Local's JIT compiler threads in the window (part of cpu_ms_per_op.dynamodb-local)",
 			"sqlite_thread_ms_per_op: CPU per change of DynamoDB Local's one SQLite thread, which does the storage work of every table operation in turn (part of cpu_ms_per_op.dynamodb-local; per change at the rate, the share of that thread kept busy)",
-			"cpu_ms_per_op.<process>: CPU per change from the window's start until its last change arrived"},
+			"cpu_ms_per_op.<process>: CPU per change from the window's start until its last change arrived",
+			"throughput_per_s: the window's changes over the time from its start until the last arrived: what the pipeline sustained (below the rate, the changes queue up and the latency grows through the window)",
+			"projector_in_flight, projector_apply_ms: the stream records the projector's handlers held at once on average over that time, and how long one took (every record of the commands table, a create's history record and its four state items: Little's law on ssodir_stream_apply_seconds)"},
 	}
 	for range sc.Reps {
 		var mu sync.Mutex
@@ -218,6 +221,11 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		for i, t := range tallies {
 			counted[i] = t.snapshot()
 		}
+		applyBefore, err := projectorApply(ctx, b, proj)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
 		n, err := open(ctx, rate, window, func(ctx context.Context, _ int) error {
 			key, at, err := create(ctx)
 			if err != nil {
@@ -237,13 +245,21 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		}); err != nil {
 			return nil, fmt.Errorf("%d of %d changes delivered: %w", rx.count(acked), len(acked), err)
 		}
+		applyAfter, err := projectorApply(ctx, b, proj)
+		if err != nil {
+			return nil, err
+		}
 		fed, err := fedAt(ctx, e.db, changefeed.TableName(e.names))
 		if err != nil {
 			return nil, err
 		}
 		var lats, feedLats, deliverLats []time.Duration
+		var last time.Time
 		for k, at := range acked {
 			arrived := rx.arrival(k)
+			if arrived.After(last) {
+				last = arrived
+			}
 			lats = append(lats, max(0, arrived.Sub(at)))
 			f, ok := fed[k]
 			if !ok {
@@ -256,6 +272,7 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		maps.Copy(fig, latencyFigures("deliver_", deliverLats))
 		fig["sent"], fig["received"], fig["started"] = float64(len(acked)), float64(rx.count(acked)), float64(n)
 		fig["load_1m"] = load
+		maps.Copy(fig, pipelineFigures(len(acked), last.Sub(start), applyBefore, applyAfter))
 		e.addCPU(fig, before, len(acked))
 		fig["jit_ms_per_op"] = ms(jitTime(jvm)-jitBefore) / float64(len(acked))
 		fig["sqlite_thread_ms_per_op"] = ms(sqliteTime(jvm)-sqliteBefore) / float64(len(acked))
@@ -266,6 +283,36 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("redeliveries seen: %d (at least once: a duplicate is allowed, the first arrival counts)", rx.duplicates.Load()))
 	return r, nil
+}
+
+// applyMeter is the projector's ssodir_stream_apply_seconds at an instant: the seconds its
+// handlers spent on stream records, and how many.
+type applyMeter struct{ seconds, records float64 }
+
+func projectorApply(ctx context.Context, b *bench, proj *service) (applyMeter, error) {
+	s, err := metricSum(ctx, b, proj, "ssodir_stream_apply_seconds_sum")
+	if err != nil {
+		return applyMeter{}, err
+	}
+	n, err := metricSum(ctx, b, proj, "ssodir_stream_apply_seconds_count")
+	return applyMeter{seconds: s, records: n}, err
+}
+
+// pipelineFigures are a window's throughput_per_s (sent changes over d, from its start to
+// its last arrival) and the projector's in-flight records and apply time over d, from
+// its apply meter before and after.
+func pipelineFigures(sent int, d time.Duration, before, after applyMeter) map[string]float64 {
+	fig := map[string]float64{}
+	if d <= 0 {
+		return fig
+	}
+	busy := after.seconds - before.seconds
+	fig["throughput_per_s"] = float64(sent) / d.Seconds()
+	fig["projector_in_flight"] = busy / d.Seconds()
+	if n := after.records - before.records; n > 0 {
+		fig["projector_apply_ms"] = 1000 * busy / n
+	}
+	return fig
 }
 
 // changeKey names a change by its aggregate (immutable id) and version.
