@@ -228,19 +228,26 @@ func provisionTenants(ctx context.Context, b *bench, api *service, prefix string
 
 // metricSum is the sum of every series of a metric a service exports.
 func metricSum(ctx context.Context, b *bench, s *service, name string) (float64, error) {
-	var sum float64
+	sums, err := metricSums(ctx, b, s, name)
+	return sums[name], err
+}
+
+// metricSums is metricSum of each of names, from one scrape.
+func metricSums(ctx context.Context, b *bench, s *service, names ...string) (map[string]float64, error) {
+	sums := map[string]float64{}
 	err := scrape(ctx, b, s, func(line string) error {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+		name := line[:max(0, strings.IndexAny(line, "{ "))]
+		if !slices.Contains(names, name) {
 			return nil
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
 			return fmt.Errorf("metric line %q: %w", line, err)
 		}
-		sum += v
+		sums[name] += v
 		return nil
 	})
-	return sum, err
+	return sums, err
 }
 
 // vmRSS is a process's resident set size in bytes now (0 if it cannot be read).

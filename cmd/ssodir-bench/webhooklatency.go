@@ -290,25 +290,9 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 type applyMeter struct{ seconds, records float64 }
 
 func projectorApply(ctx context.Context, b *bench, proj *service) (applyMeter, error) {
-	var m applyMeter
-	err := scrape(ctx, b, proj, func(line string) error {
-		var to *float64
-		switch line[:max(0, strings.IndexAny(line, "{ "))] {
-		case "ssodir_stream_apply_seconds_sum":
-			to = &m.seconds
-		case "ssodir_stream_apply_seconds_count":
-			to = &m.records
-		default:
-			return nil
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return fmt.Errorf("metric line %q: %w", line, err)
-		}
-		*to += v
-		return nil
-	})
-	return m, err
+	const seconds, records = "ssodir_stream_apply_seconds_sum", "ssodir_stream_apply_seconds_count"
+	sums, err := metricSums(ctx, b, proj, seconds, records)
+	return applyMeter{seconds: sums[seconds], records: sums[records]}, err
 }
 
 // pipelineFigures are a window's throughput_per_s (sent changes over d, from its start to
