@@ -3,6 +3,8 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -222,6 +224,21 @@ func (s shooter) phone(b *browser, ctx context.Context, in *install) {
 	s.take(b, ctx, "console-user-phone")
 	b.run(ctx, "phone users", goHash("#/t/demo/acme/users"), waitText("#users tbody", "jdoe"))
 	s.take(b, ctx, "console-users-phone")
+}
+
+// waitVersion reads url with X-Min-Version until it answers 200 (30 s at most): a 503
+// says that the view has not reached the version within the query API's wait.
+func waitVersion(t *testing.T, url string, version int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, _, body := call(t, "GET", url, nil, "X-Min-Version", fmt.Sprint(version))
+		switch {
+		case status == http.StatusOK:
+			return
+		case status != http.StatusServiceUnavailable || time.Now().After(deadline):
+			t.Fatalf("GET %s with X-Min-Version %d: %d %s", url, version, status, body)
+		}
+	}
 }
 
 // waitProjected waits until the query API's list at path (of demo/acme) has n items: the
