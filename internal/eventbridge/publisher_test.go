@@ -244,11 +244,14 @@ func TestALeaseMovesWhenItsHolderDies(t *testing.T) {
 	f := newFixture(t, 4, 6)
 	srv := eventbridgetest.New(eventbridgetest.Options{FailRate: 0.2, Seed: 11})
 	defer srv.Close()
-	first, err := eventbridge.New(f.config(client(srv), &dying{DB: f.db, after: 5}, "first", time.Second))
+	// Leases of 6 s (the least for a call timeout of 1 s), not the default minute: the
+	// second takes over once the first's has run out.
+	withLease := func(c eventbridge.Config) eventbridge.Config { c.LeaseDuration = 6 * time.Second; return c }
+	first, err := eventbridge.New(withLease(f.config(client(srv), &dying{DB: f.db, after: 5}, "first", time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := eventbridge.New(f.config(client(srv), f.db, "second", time.Second))
+	second, err := eventbridge.New(withLease(f.config(client(srv), f.db, "second", time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
