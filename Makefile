@@ -106,13 +106,18 @@ $(REDOCLY):
 	npm install --no-audit --no-fund --prefix $(REDOCLY_DIR) @redocly/cli@$(REDOCLY_VERSION)
 
 # The streams scale test runs 500 tenants here, under the race detector (its goroutine
-# limit); `make scale-test` runs the issue's 5,000 without it (2.5 to 6 minutes). The
-# order of the packages is go test's own: listing the longest first (go test then starts
-# them first) made the whole run longer, test/e2e taking 627 s beside the browser and
-# streams tests against 326 s after them.
+# limit); `make scale-test` runs the issue's 5,000 without it (2.5 to 6 minutes).
+# Three test binaries at a time (-p 3), not go test's default of one per core: with two,
+# the cores stood 20-45 % idle while tests waited on DynamoDB Local, their processes and
+# their timers. Measured on the 2-core machine (2026-11-29, nothing else running): -p 2
+# 849 s (with an eventbridge test 50 s longer than now), -p 3 669 s, -p 4 666 s (test/e2e
+# 273 s at -p 3, 322 s at -p 4: past
+# three, tests only slow each other down). Listing the longest packages first gained
+# 40 s more at -p 3 (631 s), but test/e2e then took 408 s beside them, so the order stays
+# go test's own (test/e2e last).
 unit:
 	rm -rf $(AWS_CALL_LOG) && mkdir -p $(AWS_CALL_LOG)
-	SSODIR_AWS_CALL_LOG=$(AWS_CALL_LOG) $(GO) test -race -count=1 -timeout 20m ./...
+	SSODIR_AWS_CALL_LOG=$(AWS_CALL_LOG) $(GO) test -race -count=1 -p 3 -timeout 20m ./...
 
 # The CDK app's tests (its own Go module, which `go test ./...` above does not enter):
 # assertions on the synthesized stack, cdk-nag, the pinned CDK command line's offline
