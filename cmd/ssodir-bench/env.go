@@ -369,30 +369,51 @@ func statCPU(path string) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// jitTime is the CPU time the JVM pid's JIT compiler threads ("C1 CompilerThread…", "C2
-// CompilerThread…") have used (0 if pid is 0 or gone).
-func jitTime(pid int) time.Duration { return threadsTime(pid, "C1 Compiler", "C2 Compiler") }
+// jitTime is the CPU time so far of the JVM pid's JIT compiler threads ("C1
+// CompilerThread…", "C2 CompilerThread…"), by thread (none if pid is 0 or gone).
+func jitTime(pid int) threadTimes { return threadsTime(pid, "C1 Compiler", "C2 Compiler") }
 
-// sqliteTime is the CPU time of DynamoDB Local's SQLite thread ("SQLiteQueue[…]"), which
-// does the storage work of every table operation, one at a time.
-func sqliteTime(pid int) time.Duration { return threadsTime(pid, "SQLiteQueue") }
+// sqliteTime is the CPU time so far of DynamoDB Local's SQLite thread ("SQLiteQueue[…]"),
+// which does the storage work of every table operation, one at a time.
+func sqliteTime(pid int) threadTimes { return threadsTime(pid, "SQLiteQueue") }
 
-// threadsTime is the CPU time the threads of pid whose names start with one of prefixes
-// have used (0 if pid is 0 or gone).
-func threadsTime(pid int, prefixes ...string) time.Duration {
+// threadTimes is the CPU time each of some threads of a process has used so far, by
+// thread id.
+type threadTimes map[int]time.Duration
+
+// since is the CPU time the threads used after before was read: the sum of each thread's
+// own increase, a thread started since counting whole. A thread that ended in between is
+// not in t, and what it used after before is left out rather than taken off: the JVM
+// ends the compiler threads it no longer needs (UseDynamicNumberOfCompilerThreads), and
+// a difference of the live threads' sums then came out negative.
+func (t threadTimes) since(before threadTimes) time.Duration {
+	var d time.Duration
+	for tid, used := range t {
+		d += max(used-before[tid], 0)
+	}
+	return d
+}
+
+// threadsTime is the CPU time of each thread of pid whose name starts with one of
+// prefixes (none if pid is 0 or gone).
+func threadsTime(pid int, prefixes ...string) threadTimes {
+	out := threadTimes{}
 	if pid == 0 {
-		return 0
+		return out
 	}
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*", pid))
-	var total time.Duration
 	for _, t := range tasks {
 		comm, err := os.ReadFile(t + "/comm")
 		if err != nil || !slices.ContainsFunc(prefixes, func(p string) bool { return bytes.HasPrefix(comm, []byte(p)) }) {
 			continue
 		}
-		total += statCPU(t + "/stat")
+		tid, err := strconv.Atoi(filepath.Base(t))
+		if err != nil {
+			continue
+		}
+		out[tid] = statCPU(t + "/stat")
 	}
-	return total
+	return out
 }
 
 // cpuSnapshot is the CPU time used so far by the bench, the scenario's running services

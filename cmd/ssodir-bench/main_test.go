@@ -128,6 +128,22 @@ func TestPipelineFigures(t *testing.T) {
 	}
 }
 
+// TestThreadTimeSinceLeavesOutThreadsThatEnded: given compiler threads 1 and 2 at 5 s and
+// 3 s, then thread 2 ended (the JVM ends idle compiler threads), thread 1 at 6 s and a new
+// thread 3 at 1 s, the time since is 2 s (1 s of thread 1, all of thread 3), never less
+// than nothing: the difference of the sums, -1 s, was what TestTinyRun once read as a
+// negative jit_ms_per_op.
+func TestThreadTimeSinceLeavesOutThreadsThatEnded(t *testing.T) {
+	before := threadTimes{1: 5 * time.Second, 2: 3 * time.Second}
+	after := threadTimes{1: 6 * time.Second, 3: time.Second}
+	if got := after.since(before); got != 2*time.Second {
+		t.Errorf("since = %v, want 2s", got)
+	}
+	if got := (threadTimes{}).since(before); got != 0 {
+		t.Errorf("every thread ended: since = %v, want 0", got)
+	}
+}
+
 func TestCPULine(t *testing.T) {
 	got := cpuLine(
 		map[string]float64{"per_s": 100, "cpu_ms_per_op.query-api": 0.25, "cpu_ms_per_op.dynamodb-local": 1.5, "cpu_ms_per_op.ssodir-bench": 0.1},

@@ -185,7 +185,7 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 		warmedFor += webhookWarmupSlice
-		if jitTime(jvm)-before < time.Duration(jitSettled*float64(webhookWarmupSlice)) {
+		if jitTime(jvm).since(before) < time.Duration(jitSettled*float64(webhookWarmupSlice)) {
 			break
 		}
 	}
@@ -274,8 +274,8 @@ func benchWebhookLatency(ctx context.Context, b *bench, sc scale) (*result, erro
 		fig["load_1m"] = load
 		maps.Copy(fig, pipelineFigures(len(acked), last.Sub(start), applyBefore, applyAfter))
 		e.addCPU(fig, before, len(acked))
-		fig["jit_ms_per_op"] = ms(jitTime(jvm)-jitBefore) / float64(len(acked))
-		fig["sqlite_thread_ms_per_op"] = ms(sqliteTime(jvm)-sqliteBefore) / float64(len(acked))
+		fig["jit_ms_per_op"] = ms(jitTime(jvm).since(jitBefore)) / float64(len(acked))
+		fig["sqlite_thread_ms_per_op"] = ms(sqliteTime(jvm).since(sqliteBefore)) / float64(len(acked))
 		for i, t := range tallies {
 			t.report(b, fig, counted[i], len(acked))
 		}
