@@ -111,10 +111,10 @@ $(REDOCLY):
 # the cores stood 20-45 % idle while tests waited on DynamoDB Local, their processes and
 # their timers. Measured on the 2-core machine (2026-11-29, nothing else running): -p 2
 # 849 s (with an eventbridge test 50 s longer than now), -p 3 669 s, -p 4 666 s (test/e2e
-# 273 s at -p 3, 322 s at -p 4: past
-# three, tests only slow each other down). Listing the longest packages first gained
-# 40 s more at -p 3 (631 s), but test/e2e then took 408 s beside them, so the order stays
-# go test's own (test/e2e last).
+# 273 s at -p 3, 322 s at -p 4: past three, tests only slow each other down). Listing the
+# longest packages first gained 40 s more at -p 3 (631 s), but test/e2e then took 408 s
+# beside them, so the order stays go test's own (test/e2e last). More load also shows
+# more of the tests' own timing races: fix them rather than lower -p.
 unit:
 	rm -rf $(AWS_CALL_LOG) && mkdir -p $(AWS_CALL_LOG)
 	SSODIR_AWS_CALL_LOG=$(AWS_CALL_LOG) $(GO) test -race -count=1 -p 3 -timeout 20m ./...
