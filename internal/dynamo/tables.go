@@ -220,10 +220,12 @@ const tablesLaterRetryAfter = 5 * time.Second
 // indexes at a time); they are told apart by the message (IsTableCountLimit): the first is
 // apperr table_quota_exceeded, the second an apperr unavailable wrapping
 // commands.ErrTablesLater, which the caller asks again for later. Neither is retried here
-// (the SDK would count it as throttling).
+// (the SDK would count it as throttling); a transient fault (a connection reset, a 500) is,
+// by the client's retryer, and a retry of a creation that did go through answers
+// ResourceInUseException, which is success.
 func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error {
 	name := aws.ToString(spec.Input.TableName)
-	_, err := db.CreateTable(ctx, spec.Input, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	_, err := db.CreateTable(ctx, spec.Input, withoutLimitRetries)
 	var inUse *types.ResourceInUseException
 	var limit *types.LimitExceededException
 	switch {
@@ -235,6 +237,25 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 		return fmt.Errorf("create table %s: %w", name, apperr.Unavailable(fmt.Errorf("%w: %w", commands.ErrTablesLater, err), tablesLaterRetryAfter))
 	}
 	return fmt.Errorf("create table %s: %w", name, translate(err))
+}
+
+// withoutLimitRetries keeps the client's retries for one call, except of a
+// LimitExceededException: the SDK counts that as throttling and would retry it, while
+// CreateTable tells the quota from "later" and its callers pace their own asks. A retryer
+// that is not an aws.RetryerV2 (none of the SDK's) falls back to a single attempt.
+func withoutLimitRetries(o *dynamodb.Options) {
+	if r, ok := o.Retryer.(aws.RetryerV2); ok {
+		o.Retryer = limitNotRetried{r}
+		return
+	}
+	o.RetryMaxAttempts = 1
+}
+
+type limitNotRetried struct{ aws.RetryerV2 }
+
+func (r limitNotRetried) IsErrorRetryable(err error) bool {
+	var limit *types.LimitExceededException
+	return !errors.As(err, &limit) && r.RetryerV2.IsErrorRetryable(err)
 }
 
 // IsTableCountLimit says whether a LimitExceededException's message is the account's
