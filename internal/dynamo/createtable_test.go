@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -78,10 +79,10 @@ func TestCreateTableAsksAgainWhenTheConnectionIsResetMidAnswer(t *testing.T) {
 	})
 	names := dynamo.Names{Prefix: dynamotest.UniqueName("cut")}
 	spec := dynamo.ConfigTable(names.Config())
+	t.Cleanup(func() { _ = dynamo.DeleteTable(context.Background(), dynamotest.Current(t).DynamoDB(), names.Config()) })
 	if err := dynamo.CreateTable(t.Context(), db, spec); err != nil {
 		t.Fatalf("CreateTable after a reset answer: %v", err)
 	}
-	t.Cleanup(func() { _ = dynamo.DeleteTable(t.Context(), dynamotest.Current(t).DynamoDB(), names.Config()) })
 	if got := creates.Load(); got != 2 {
 		t.Fatalf("%d CreateTable calls, want 2 (the cut one and its retry)", got)
 	}
