@@ -242,7 +242,8 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, spec TableSpec) error
 // withoutLimitRetries keeps the client's retries for one call, except of a
 // LimitExceededException: the SDK counts that as throttling and would retry it, while
 // CreateTable tells the quota from "later" and its callers pace their own asks. A retryer
-// that is not an aws.RetryerV2 (none of the SDK's) falls back to a single attempt.
+// that is not an aws.RetryerV2 (every retryer of the SDK is one) falls back to a single
+// attempt.
 func withoutLimitRetries(o *dynamodb.Options) {
 	if r, ok := o.Retryer.(aws.RetryerV2); ok {
 		o.Retryer = limitNotRetried{r}
